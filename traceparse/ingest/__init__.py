@@ -1,0 +1,1 @@
+"""Per-rank parsing of Kineto / Chrome JSON traces into columnar (Parquet) output."""

@@ -1,0 +1,92 @@
+"""Parse one rank's trace file into staged Parquet tables plus a small summary.
+
+This is the unit of parallel (and, later, distributed) work: it needs only
+the file path and an output folder, and returns plain data.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from .columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
+from .split import TraceSplitter
+
+SCHEMAS = {"events": EVENTS, "comm_args": COMM_ARGS, "op_args": OP_ARGS, "threads": THREADS, "memory": MEMORY}
+RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+
+
+def rank_from_name(path) -> int | None:
+    m = RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def parse_rank_file(path, out_dir) -> dict:
+    """Parse ``path`` into ``out_dir/<table>.parquet``; return the file's summary."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    splitter = TraceSplitter(path)
+    writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
+    n_all = n_complete = 0
+    try:
+        for batch in splitter.batches():
+            tables, n = event_tables(batch, n_complete)
+            for name, table in tables.items():
+                if table.num_rows:
+                    writers[name].write_table(table)
+            n_all += len(batch)
+            n_complete += n
+    finally:
+        for w in writers.values():
+            w.close()
+    return _summary(path, splitter, n_all, n_complete, out_dir)
+
+
+def _summary(path, splitter, n_all, n_complete, out_dir):
+    h = splitter.header
+    info = h.distributedInfo if isinstance(h.distributedInfo, dict) else {}
+    issues = []
+    rank, rank_source = info.get("rank"), "distributedInfo.rank"
+    if not isinstance(rank, int):
+        rank, rank_source = rank_from_name(path), "file name"
+        if rank is not None:
+            issues.append(("warning", f"no distributedInfo.rank; rank {rank} taken from the file name", 1))
+    if splitter.salvage:
+        s = splitter.salvage
+        issues.append(
+            ("warning", f"{s.reason}: kept {n_all} complete events, lost {s.lost_bytes} bytes "
+             f"({s.lost_events} partial event(s)) at the end", max(s.lost_events, 1))
+        )
+    if n_complete == 0:
+        issues.append(("warning", "no complete (ph=X) events", 1))
+    devices = h.deviceProperties if isinstance(h.deviceProperties, list) else []
+    versions = {
+        k: getattr(h, k)
+        for k in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "roctracer_version", "hip_runtime_version")
+        if getattr(h, k) is not None
+    }
+    if info.get("nccl_version"):
+        versions["nccl_version"] = info["nccl_version"]
+    pgs = info.get("pg_config") if isinstance(info.get("pg_config"), list) else []
+    return {
+        "file": str(Path(path).resolve()),
+        "file_bytes": os.path.getsize(path),
+        "stage": str(out_dir),
+        "rank": rank,
+        "rank_source": rank_source if rank is not None else None,
+        "world_size": info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+        "backend": info.get("backend"),
+        "device_name": devices[0].get("name") if devices and isinstance(devices[0], dict) else None,
+        "host": h.host_name or h.hostname,
+        "base_time_ns": h.baseTimeNanoseconds if isinstance(h.baseTimeNanoseconds, int) else None,
+        "schema_version": h.schemaVersion if isinstance(h.schemaVersion, int) else None,
+        "trace_id": h.trace_id if isinstance(h.trace_id, str) else None,
+        "versions": versions,
+        "profile_memory": bool(h.profile_memory),
+        "record_shapes": bool(h.record_shapes),
+        "pg_config": [pg for pg in pgs if isinstance(pg, dict)],
+        "n_events": n_all,
+        "n_complete": n_complete,
+        "issues": issues,
+    }

@@ -1,0 +1,102 @@
+"""Load a run: files -> parallel per-rank parsing -> one DuckDB store.
+
+The store is written to a temporary file next to its destination and moved
+into place only when complete, so a failed load leaves nothing half-written.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from . import __version__
+from .errors import TraceError
+from .ingest.rank import parse_rank_file
+from .inputs import expand_inputs
+from .run_identity import align_clocks, assign_ranks, check_one_run
+from .store.build import build_store
+from .store.schema import SCHEMA_VERSION
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TRACEPARSE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "traceparse"
+    )
+    return Path(base)
+
+
+def store_key(files: list[Path], allow_mixed: bool) -> str:
+    """Identity of a load: the files (path, size, mtime), the options and the code version."""
+    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{allow_mixed}".encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:24]
+
+
+def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) -> tuple[Path, bool]:
+    """Load the traces named by ``paths`` into a store; return (store path, reused)."""
+    files = expand_inputs(paths)
+    key = store_key(files, allow_mixed)
+    if db is not None:
+        target = Path(db)
+    elif use_cache:
+        target = cache_dir() / f"{key}.duckdb"
+    else:
+        target = Path(tempfile.mkdtemp(prefix="traceparse-")) / "run.duckdb"
+    if target.exists() and _stored_key(target) == key:
+        return target, True
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix="traceparse-stage-"))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        summaries = _parse_all(files, stage, workers)
+        issues = assign_ranks(summaries)
+        issues += check_one_run(summaries, allow_mixed)
+        issues += align_clocks(summaries)
+        issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
+        summaries.sort(key=lambda s: s["rank"])
+        meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries]}
+        build_store(tmp, summaries, issues, meta)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for p in (tmp, Path(str(tmp) + ".wal")):
+            p.unlink(missing_ok=True)
+    return target, False
+
+
+def _parse_all(files, stage, workers):
+    jobs = [(f, stage / f"f{i}") for i, f in enumerate(files)]
+    n = workers or min(len(jobs), os.cpu_count() or 1)
+    if n <= 1 or len(jobs) == 1:
+        return [_parse_one(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(_parse_one, jobs))
+
+
+def _parse_one(job):
+    path, out = job
+    try:
+        return parse_rank_file(path, out)
+    except TraceError:
+        raise
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def _stored_key(db: Path):
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error:
+        return None
+    return json.loads(row[0]) if row and row[0].startswith('"') else (row[0] if row else None)

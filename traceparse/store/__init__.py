@@ -1,0 +1,1 @@
+"""The DuckDB store: documented schema, loading staged ranks, derived tables."""

@@ -1,0 +1,92 @@
+"""Build a store from staged per-rank Parquet output, in one transaction."""
+
+import json
+from importlib.resources import files
+
+import duckdb
+
+from .schema import SCHEMA_VERSION, ddl
+
+STAGED = ("events", "comm_args", "op_args", "threads", "memory")
+
+
+def sql_file(name: str) -> str:
+    return files("traceparse.store").joinpath(name).read_text()
+
+
+def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
+    """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set."""
+    con = duckdb.connect(str(db_path))
+    try:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(ddl())
+        _insert_meta(con, meta)
+        _insert_ranks(con, ranks)
+        _insert_groups(con, ranks)
+        _insert_rows(con, "load_issues", issues)
+        _insert_staged(con, ranks)
+        con.execute(sql_file("derive.sql"))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.close()
+
+
+def _insert_rows(con, table, rows):
+    if rows:
+        marks = ", ".join("?" * len(rows[0]))
+        con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+
+def _insert_meta(con, meta):
+    rows = [("schema_version", str(SCHEMA_VERSION))]
+    rows += [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in meta.items()]
+    _insert_rows(con, "meta", rows)
+
+
+def _insert_ranks(con, ranks):
+    cols = [
+        "rank", "rank_source", "world_size", "backend", "device_name", "host", "file", "file_bytes",
+        "base_time_ns", "clock_offset_ns", "clock_method", "schema_version", "trace_id", "versions",
+        "record_shapes", "profile_memory", "n_events", "n_complete",
+    ]
+    rows = [[json.dumps(r[c]) if c == "versions" else r[c] for c in cols] for r in ranks]
+    con.executemany(f"INSERT INTO ranks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
+
+
+def _insert_groups(con, ranks):
+    rows = []
+    for r in ranks:
+        for pg in r["pg_config"]:
+            members = pg.get("ranks")
+            rows.append(
+                (
+                    r["rank"],
+                    str(pg.get("pg_name")) if pg.get("pg_name") is not None else None,
+                    pg.get("pg_desc"),
+                    pg.get("backend_config"),
+                    pg.get("pg_size"),
+                    sorted(members) if isinstance(members, list) else None,
+                )
+            )
+    _insert_rows(con, "process_groups", rows)
+
+
+def _insert_staged(con, ranks):
+    """Read every rank's staged Parquet in one scan per table, tagged with rank and clock offset."""
+    con.execute("CREATE TEMP TABLE stage_files (stage VARCHAR, rank INTEGER, offset_ns BIGINT)")
+    _insert_rows(con, "stage_files", [(r["stage"], r["rank"], r["clock_offset_ns"]) for r in ranks])
+    for table in STAGED:
+        paths = ", ".join(_quote(f"{r['stage']}/{table}.parquet") for r in ranks)
+        con.execute(
+            f"CREATE TEMP VIEW staged_{table} AS SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) "
+            f"FROM read_parquet([{paths}], filename = true) p "
+            f"JOIN stage_files f ON p.filename = f.stage || '/{table}.parquet'"
+        )
+    con.execute(sql_file("load.sql"))
+
+
+def _quote(text):
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,1 @@
+-- derived tables (comm_ops) come here

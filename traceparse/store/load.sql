@@ -1,0 +1,41 @@
+-- Staged per-rank Parquet -> store tables, with timestamps moved to the run's clock.
+
+INSERT INTO threads
+SELECT rank, pid, tid, kind, label FROM staged_threads;
+
+INSERT INTO steps
+SELECT rank,
+       CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
+       ts_ns + offset_ns AS start_ns,
+       ts_ns + offset_ns + dur_ns AS end_ns,
+       dur_ns
+FROM staged_events
+WHERE name LIKE 'ProfilerStep#%' AND coalesce(cat, '') NOT LIKE 'gpu%';
+
+INSERT INTO events
+WITH e AS (
+    SELECT rank, ev_id, pid, tid, cat, name, ts_ns + offset_ns AS ts_ns, dur_ns,
+           external_id, correlation, stream, device
+    FROM staged_events
+),
+names AS (
+    SELECT rank, pid, tid, any_value(label) AS thread_name
+    FROM threads WHERE kind = 'thread_name' GROUP BY ALL
+)
+SELECT e.rank, e.ev_id, e.pid, e.tid, n.thread_name, e.cat, e.name, e.ts_ns, e.dur_ns,
+       e.external_id, e.correlation, e.stream, e.device,
+       CASE WHEN e.ts_ns < s.end_ns THEN s.step END AS step
+FROM e
+ASOF LEFT JOIN steps s ON e.rank = s.rank AND e.ts_ns >= s.start_ns
+LEFT JOIN names n ON e.rank = n.rank AND e.pid = n.pid AND e.tid = n.tid;
+
+INSERT INTO op_args SELECT rank, ev_id, input_dims, input_types, concrete_inputs FROM staged_op_args;
+
+INSERT INTO comm_args
+SELECT rank, ev_id, coll_name, in_nelems, out_nelems, group_size, dtype, in_split, out_split,
+       pg_name, pg_desc, pg_ranks, seq, rank_start, rank_stride
+FROM staged_comm_args;
+
+INSERT INTO memory
+SELECT rank, ts_ns + offset_ns, device_type, device_id, bytes, total_allocated, total_reserved
+FROM staged_memory;

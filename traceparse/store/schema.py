@@ -1,0 +1,200 @@
+"""The store's tables and columns, each with its comment.
+
+One definition serves three readers: the CREATE TABLE statements, the
+``COMMENT ON`` clauses that DuckDB keeps with the data, and the schema section
+of the README (``traceparse schema`` prints it; a test keeps them equal).
+"""
+
+SCHEMA_VERSION = 1
+
+TABLES = {
+    "meta": (
+        "Facts about the store itself: how and from what it was built.",
+        [
+            ("key", "VARCHAR", "name of the fact"),
+            ("value", "VARCHAR", "its value (JSON for structured values)"),
+        ],
+    ),
+    "ranks": (
+        "One row per loaded trace file (one rank of the job).",
+        [
+            ("rank", "INTEGER", "global rank; from distributedInfo.rank, else from the file name"),
+            ("rank_source", "VARCHAR", "where the rank came from: 'distributedInfo.rank', 'file name' or 'assumed'"),
+            ("world_size", "INTEGER", "distributedInfo.world_size (NULL when the trace lacks it)"),
+            ("backend", "VARCHAR", "distributed backend (nccl, gloo, ...) from distributedInfo"),
+            ("device_name", "VARCHAR", "name of the first device in deviceProperties (NULL for CPU-only traces)"),
+            ("host", "VARCHAR", "host name when the trace records one"),
+            ("file", "VARCHAR", "absolute path of the trace file"),
+            ("file_bytes", "BIGINT", "size of the file on disk"),
+            ("base_time_ns", "BIGINT", "baseTimeNanoseconds from the header (NULL when absent)"),
+            ("clock_offset_ns", "BIGINT", "nanoseconds added to this file's timestamps to put it on the run's clock"),
+            ("clock_method", "VARCHAR", "how the file's clock was aligned to the run's clock"),
+            ("schema_version", "INTEGER", "Kineto schemaVersion"),
+            ("trace_id", "VARCHAR", "Kineto trace_id when present"),
+            ("versions", "VARCHAR", "JSON of CUPTI/CUDA/ROCm/NCCL versions found in the header"),
+            ("record_shapes", "BOOLEAN", "the profiler recorded input shapes"),
+            ("profile_memory", "BOOLEAN", "the profiler recorded memory events"),
+            ("n_events", "BIGINT", "trace events read from the file (all phases)"),
+            ("n_complete", "BIGINT", "complete (ph = X) events, the rows of events for this rank"),
+        ],
+    ),
+    "process_groups": (
+        "Process groups from distributedInfo.pg_config, as each rank reports them (a rank lists only its own groups).",
+        [
+            ("rank", "INTEGER", "the reporting rank"),
+            ("pg_name", "VARCHAR", "process group name (a number or a hash in PyTorch)"),
+            ("pg_desc", "VARCHAR", "description: default_pg, mesh_tp, mesh_dp, ... (what the framework called it)"),
+            ("backend_config", "VARCHAR", "backend per device type, e.g. cuda:nccl"),
+            ("pg_size", "INTEGER", "number of ranks in the group"),
+            ("ranks", "INTEGER[]", "global ranks of the members, sorted"),
+        ],
+    ),
+    "threads": (
+        "Names of processes and threads (CPU threads and GPU streams) from the trace's metadata events.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("pid", "BIGINT", "process id (the device index for GPU events)"),
+            ("tid", "BIGINT", "thread id (the stream for GPU events); NULL for a process row"),
+            ("kind", "VARCHAR", "thread_name, process_name or process_labels"),
+            ("label", "VARCHAR", "the name or label"),
+        ],
+    ),
+    "steps": (
+        "Profiler steps (ProfilerStep#N annotations) per rank.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "N of ProfilerStep#N"),
+            ("start_ns", "BIGINT", "start on the run's clock, ns"),
+            ("end_ns", "BIGINT", "end on the run's clock, ns"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+        ],
+    ),
+    "events": (
+        "One row per complete (ph = X) event of every rank.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ev_id", "BIGINT", "index of the event among the rank's complete events, in file order"),
+            ("pid", "BIGINT", "process id, or the device index for GPU events"),
+            ("tid", "BIGINT", "thread id, or the stream id for GPU events"),
+            ("thread_name", "VARCHAR", "thread name from metadata, when given"),
+            ("cat", "VARCHAR", "category: cpu_op, user_annotation, kernel, gpu_memcpy, cuda_runtime, ..."),
+            ("name", "VARCHAR", "event name"),
+            ("ts_ns", "BIGINT", "start on the run's clock, ns (exact: parsed from the JSON text)"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+            ("external_id", "BIGINT", "args 'External id': links a CPU op to what it launched"),
+            ("correlation", "BIGINT", "args 'correlation': links a runtime launch to its GPU activity"),
+            ("stream", "BIGINT", "GPU stream (args 'stream') for device activity"),
+            ("device", "BIGINT", "GPU index (args 'device') for device activity"),
+            ("step", "BIGINT", "the ProfilerStep#N this event starts in (NULL outside steps)"),
+        ],
+    ),
+    "op_args": (
+        "Recorded shapes of CPU ops (record_shapes=True), by event.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ev_id", "BIGINT", "the event (events.ev_id)"),
+            ("input_dims", "VARCHAR", "args 'Input Dims' as JSON"),
+            ("input_types", "VARCHAR", "args 'Input type' as JSON"),
+            ("concrete_inputs", "VARCHAR", "args 'Concrete Inputs' as JSON (scalars, split sizes, peers)"),
+        ],
+    ),
+    "comm_args": (
+        "Communication metadata as the trace gives it (record_param_comms ops, NCCL/RCCL kernels), by event.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ev_id", "BIGINT", "the event (events.ev_id)"),
+            ("coll_name", "VARCHAR", "args 'Collective name'"),
+            ("in_nelems", "BIGINT", "args 'In msg nelems'"),
+            ("out_nelems", "BIGINT", "args 'Out msg nelems'"),
+            ("group_size", "BIGINT", "args 'Group size'"),
+            ("dtype", "VARCHAR", "args 'dtype'"),
+            ("in_split", "VARCHAR", "args 'In split size'"),
+            ("out_split", "VARCHAR", "args 'Out split size'"),
+            ("pg_name", "VARCHAR", "args 'Process Group Name'"),
+            ("pg_desc", "VARCHAR", "args 'Process Group Description'"),
+            ("pg_ranks", "VARCHAR", "args 'Process Group Ranks'"),
+            ("seq", "BIGINT", "args 'Seq' (newer Kineto): the collective's sequence number in its group"),
+            ("rank_start", "BIGINT", "args 'Global rank start'"),
+            ("rank_stride", "BIGINT", "args 'Global rank stride'"),
+        ],
+    ),
+    "memory": (
+        "Allocator events ([memory] instants, profile_memory=True).",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ts_ns", "BIGINT", "time on the run's clock, ns"),
+            ("device_type", "BIGINT", "args 'Device Type' (0 CPU, 1 CUDA)"),
+            ("device_id", "BIGINT", "args 'Device Id'"),
+            ("bytes", "BIGINT", "allocated (+) or freed (-) bytes"),
+            ("total_allocated", "BIGINT", "allocated bytes on the device after the event"),
+            ("total_reserved", "BIGINT", "reserved bytes on the device after the event"),
+        ],
+    ),
+    "comm_ops": (
+        "One row per communication operation per rank: a collective or point-to-point call, "
+        "however the trace shows it (CPU op, annotation, kernel).",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("op_id", "BIGINT", "identifier of the operation within the rank (the ev_id of its anchor event)"),
+            ("op", "VARCHAR", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, gather, scatter, send, recv, barrier, unknown"),
+            ("source", "VARCHAR", "what the row was built from: record_param_comms, c10d, nccl_annotation, kernel, custom_kernel"),
+            ("name", "VARCHAR", "name of the anchor event"),
+            ("dtype", "VARCHAR", "element type"),
+            ("elem_bytes", "INTEGER", "bytes per element (NULL when the dtype is unknown)"),
+            ("in_nelems", "BIGINT", "elements in the input on this rank"),
+            ("out_nelems", "BIGINT", "elements in the output on this rank"),
+            ("bytes_in", "BIGINT", "bytes of the input on this rank (all_gather: the shard; reduce_scatter: the full tensor; all_to_all: sum sent)"),
+            ("bytes_out", "BIGINT", "bytes of the output on this rank (all_to_all: sum received)"),
+            ("in_split", "VARCHAR", "all_to_all send split sizes (JSON list) when known"),
+            ("out_split", "VARCHAR", "all_to_all receive split sizes (JSON list) when known"),
+            ("pg_name", "VARCHAR", "process group name when known"),
+            ("pg_desc", "VARCHAR", "process group description when known"),
+            ("group_size", "INTEGER", "ranks in the group"),
+            ("group_ranks", "INTEGER[]", "global ranks of the group when known"),
+            ("peer", "INTEGER", "global peer rank of send/recv, root of broadcast/reduce, when known"),
+            ("seq", "BIGINT", "sequence number within the group when the trace has it"),
+            ("group_index", "BIGINT", "order of this operation among the rank's operations in the same group (0-based)"),
+            ("step", "BIGINT", "ProfilerStep#N the operation starts in"),
+            ("host_ts_ns", "BIGINT", "start of the CPU-side call, ns on the run's clock"),
+            ("host_dur_ns", "BIGINT", "duration of the CPU-side call, ns"),
+            ("tid", "BIGINT", "CPU thread of the call"),
+            ("exec_ts_ns", "BIGINT", "start of the execution (GPU kernel, or gloo worker annotation), ns"),
+            ("exec_dur_ns", "BIGINT", "duration of the execution, ns"),
+            ("exec_stream", "BIGINT", "GPU stream, or the worker thread id for gloo"),
+            ("kernel", "VARCHAR", "name of the executing kernel or worker annotation"),
+        ],
+    ),
+    "load_issues": (
+        "Every problem met while loading. Reports show it.",
+        [
+            ("file", "VARCHAR", "the file concerned (NULL for run-wide issues)"),
+            ("severity", "VARCHAR", "info, warning or error"),
+            ("what", "VARCHAR", "the problem"),
+            ("count", "BIGINT", "how many times (events, bytes, ...) as stated in what"),
+        ],
+    ),
+}
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ddl() -> str:
+    """CREATE TABLE statements followed by their COMMENT ON clauses."""
+    parts = []
+    for table, (comment, cols) in TABLES.items():
+        body = ",\n  ".join(f"{c} {t}" for c, t, _ in cols)
+        parts.append(f"CREATE TABLE {table} (\n  {body}\n);")
+        parts.append(f"COMMENT ON TABLE {table} IS {_q(comment)};")
+        parts.extend(f"COMMENT ON COLUMN {table}.{c} IS {_q(doc)};" for c, _, doc in cols)
+    return "\n".join(parts)
+
+
+def markdown() -> str:
+    out = []
+    for table, (comment, cols) in TABLES.items():
+        out.append(f"### `{table}`\n\n{comment}\n\n| column | type | meaning |\n|---|---|---|")
+        out.extend(f"| `{c}` | {t} | {doc} |" for c, t, doc in cols)
+        out.append("")
+    return "\n".join(out)
