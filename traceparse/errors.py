@@ -8,3 +8,6 @@ class TraceError(Exception):
         self.path = str(path) if path is not None else None
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+    def __reduce__(self):
+        return (TraceError, (self.path, self.problem))

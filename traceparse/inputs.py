@@ -1,11 +1,24 @@
 """Turn the user's paths, globs and folders into the list of trace files."""
 
 import glob
+import gzip
+import zlib
 from pathlib import Path
 
 from .errors import TraceError
 
 SUFFIXES = (".json", ".json.gz")
+PEEK = 4 << 20
+
+
+def looks_like_trace(p: Path) -> bool:
+    """A folder may hold other JSON (configs, results): keep files whose start shows trace events."""
+    try:
+        with (gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb")) as f:
+            head = f.read(PEEK)
+    except (OSError, EOFError, zlib.error):
+        return True  # unreadable: let loading report it
+    return b'"traceEvents"' in head or b'"ph"' in head or not head.strip()
 
 
 def is_trace_name(p: Path) -> bool:
@@ -17,7 +30,7 @@ def expand_inputs(args) -> list[Path]:
     for arg in args:
         p = Path(arg)
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q))
+            found += sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and looks_like_trace(q))
         elif p.exists():
             found.append(p)
         elif glob.has_magic(str(arg)):

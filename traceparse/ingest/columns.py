@@ -10,6 +10,7 @@ from decimal import Decimal, InvalidOperation
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .c10d_shapes import comm_from_shapes
 from .model import EMPTY_ARGS
 
 THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
@@ -46,6 +47,8 @@ COMM_ARGS = pa.schema(
         ("seq", pa.int64()),
         ("rank_start", pa.int64()),
         ("rank_stride", pa.int64()),
+        ("peer", pa.int64()),
+        ("source", pa.string()),
     ]
 )
 OP_ARGS = pa.schema(
@@ -125,7 +128,7 @@ def event_tables(batch, first_id: int):
     complete = [e for e in batch if e.ph == "X"]
     tables = {"events": _events(complete, first_id)}
     args = [e.args or EMPTY_ARGS for e in complete]
-    tables["comm_args"] = _comm_args(args, first_id)
+    tables["comm_args"] = pa.concat_tables([_comm_args(args, first_id), _shape_comm_args(complete, args, first_id)])
     tables["op_args"] = _op_args(args, first_id)
     other = [e for e in batch if e.ph != "X"]
     tables["threads"] = _threads([e for e in other if e.ph == "M"])
@@ -172,6 +175,33 @@ def _comm_args(args, first_id):
             ints([a.seq for a in sel]),
             ints([a.rank_start for a in sel]),
             ints([a.rank_stride for a in sel]),
+            pa.nulls(len(sel), pa.int64()),
+            pa.array(["args"] * len(sel), pa.string()),
+        ],
+        schema=COMM_ARGS,
+    )
+
+
+def _shape_comm_args(events, args, first_id):
+    """Rows for c10d ops and gloo annotations, whose facts are in their recorded shapes."""
+    rows = []
+    for i, e in enumerate(events):
+        name = e.name
+        if isinstance(name, str) and name.startswith(("c10d::", "gloo:")) and args[i].input_dims:
+            a = args[i]
+            got = comm_from_shapes(name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
+            if got:
+                rows.append((first_id + i, *got))
+    cols = list(zip(*rows)) if rows else [()] * 8
+    n = len(rows)
+    none = pa.nulls(n, pa.string())
+    nint = pa.nulls(n, pa.int64())
+    return pa.Table.from_arrays(
+        [
+            pa.array(cols[0], pa.int64()), pa.array(cols[1], pa.string()), pa.array(cols[2], pa.int64()),
+            pa.array(cols[3], pa.int64()), nint, pa.array(cols[4], pa.string()), pa.array(cols[6], pa.string()),
+            pa.array(cols[7], pa.string()), none, none, none, nint, nint, nint, pa.array(cols[5], pa.int64()),
+            pa.array(["shapes"] * n, pa.string()),
         ],
         schema=COMM_ARGS,
     )

@@ -25,6 +25,8 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
         _insert_groups(con, ranks)
         _insert_rows(con, "load_issues", issues)
         _insert_staged(con, ranks)
+        con.execute(sql_file("macros.sql"))
+        _insert_kernel_rules(con)
         con.execute(sql_file("derive.sql"))
         con.execute("COMMIT")
     except Exception:
@@ -38,6 +40,13 @@ def _insert_rows(con, table, rows):
     if rows:
         marks = ", ".join("?" * len(rows[0]))
         con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+
+def _insert_kernel_rules(con):
+    from ..comm_kernels import comm_kernel_rules
+
+    con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
+    _insert_rows(con, "comm_kernel_rules", [(r["id"], r["pattern"], r["op"]) for r in comm_kernel_rules()])
 
 
 def _insert_meta(con, meta):

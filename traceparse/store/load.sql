@@ -33,7 +33,7 @@ INSERT INTO op_args SELECT rank, ev_id, input_dims, input_types, concrete_inputs
 
 INSERT INTO comm_args
 SELECT rank, ev_id, coll_name, in_nelems, out_nelems, group_size, dtype, in_split, out_split,
-       pg_name, pg_desc, pg_ranks, seq, rank_start, rank_stride
+       pg_name, pg_desc, pg_ranks, seq, rank_start, rank_stride, peer, source
 FROM staged_comm_args;
 
 INSERT INTO memory

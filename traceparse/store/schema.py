@@ -99,7 +99,7 @@ TABLES = {
         ],
     ),
     "comm_args": (
-        "Communication metadata as the trace gives it (record_param_comms ops, NCCL/RCCL kernels), by event.",
+        "Communication metadata by event: as the trace gives it (record_param_comms, NCCL/RCCL kernels) or as read from the recorded shapes of c10d ops and gloo annotations.",
         [
             ("rank", "INTEGER", "rank"),
             ("ev_id", "BIGINT", "the event (events.ev_id)"),
@@ -116,6 +116,8 @@ TABLES = {
             ("seq", "BIGINT", "args 'Seq' (newer Kineto): the collective's sequence number in its group"),
             ("rank_start", "BIGINT", "args 'Global rank start'"),
             ("rank_stride", "BIGINT", "args 'Global rank stride'"),
+            ("peer", "BIGINT", "peer or root rank as the op states it (for c10d ops: the rank within the op's group)"),
+            ("source", "VARCHAR", "'args': the trace's own communication args; 'shapes': derived from a c10d op's or gloo annotation's recorded shapes"),
         ],
     ),
     "memory": (

@@ -1,0 +1,1 @@
+"""Rule files shipped as package data (TOML, one rule per file)."""

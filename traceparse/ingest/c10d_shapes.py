@@ -1,0 +1,108 @@
+"""Communication facts of ``c10d::*`` ops and ``gloo:*`` annotations, read from recorded shapes.
+
+The gloo backend writes no ``record_param_comms``: the only record of what a
+collective moved is the op's "Input Dims" / "Input type" / "Concrete Inputs"
+(``record_shapes=True``). The positions below follow the c10d op schemas
+(torch/csrc/distributed/c10d/Ops.cpp).
+"""
+
+import msgspec
+
+# op name -> (normalized op, input arg, output arg, peer/root arg, out split arg, in split arg)
+C10D = {
+    "broadcast_": ("broadcast", 0, 0, 2, None, None),
+    "allreduce_": ("all_reduce", 0, 0, None, None, None),
+    "allreduce_coalesced_": ("all_reduce", 0, 0, None, None, None),
+    "allgather_": ("all_gather", 1, 0, None, None, None),
+    "_allgather_base_": ("all_gather", 1, 0, None, None, None),
+    "allgather_coalesced_": ("all_gather", 1, 0, None, None, None),
+    "allgather_into_tensor_coalesced_": ("all_gather", 1, 0, None, None, None),
+    "reduce_scatter_": ("reduce_scatter", 1, 0, None, None, None),
+    "_reduce_scatter_base_": ("reduce_scatter", 1, 0, None, None, None),
+    "reduce_scatter_tensor_coalesced_": ("reduce_scatter", 1, 0, None, None, None),
+    "reduce_": ("reduce", 0, 0, 3, None, None),
+    "gather_": ("gather", 1, 0, 3, None, None),
+    "scatter_": ("scatter", 1, 0, 3, None, None),
+    "alltoall_": ("all_to_all", 1, 0, None, None, None),
+    "alltoall_base_": ("all_to_all", 1, 0, None, 3, 4),
+    "barrier": ("barrier", None, None, None, None, None),
+    "monitored_barrier_": ("barrier", None, None, None, None, None),
+    "send": ("send", 0, 0, 2, None, None),
+    "recv_": ("recv", 0, 0, 2, None, None),
+    "recv_any_source_": ("recv", 0, 0, None, None, None),
+}
+
+GLOO = {
+    "all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather", "allgather": "all_gather",
+    "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all", "alltoall": "all_to_all",
+    "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+    "send": "send", "recv": "recv", "barrier": "barrier",
+}
+
+LIST_TYPES = ("TensorList", "GenericList", "Tensor[]")
+NON_TENSOR_TYPES = ("", "Scalar", "ScalarList", "String", "Device", "None") + LIST_TYPES
+
+
+def _numel(dims, typ):
+    if not isinstance(dims, list):
+        return 0
+    if typ in LIST_TYPES or (dims and all(isinstance(d, list) for d in dims)):
+        return sum(_numel(d, "") for d in dims)
+    n = 1
+    for d in dims:
+        if not isinstance(d, int):
+            return 0
+        n *= d
+    return n
+
+
+def _decode(text):
+    if not text:
+        return []
+    try:
+        v = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def _at(seq, i):
+    return seq[i] if i is not None and i < len(seq) else None
+
+
+def _dtype(types):
+    return next((t for t in types if isinstance(t, str) and t not in NON_TENSOR_TYPES), None)
+
+
+def _int(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _split(text):
+    return text if isinstance(text, str) and text.startswith("[") else None
+
+
+def comm_from_shapes(name: str, dims_text, types_text, concrete_text):
+    """(op, in_nelems, out_nelems, dtype, peer, in_split, out_split) or None when the name is no collective."""
+    if name.startswith("c10d::"):
+        sig = C10D.get(name[6:])
+        if sig is None:
+            return None
+        op, i_in, i_out, i_peer, i_osplit, i_isplit = sig
+        dims, types, concrete = _decode(dims_text), _decode(types_text), _decode(concrete_text)
+        n_in = _numel(_at(dims, i_in), _at(types, i_in)) if i_in is not None else 0
+        n_out = _numel(_at(dims, i_out), _at(types, i_out)) if i_out is not None else 0
+        dtype = _dtype(types[: max(i_in or 0, i_out or 0) + 1]) if types else None
+        return (op, n_in, n_out, dtype, _int(_at(concrete, i_peer)),
+                _split(_at(concrete, i_isplit)), _split(_at(concrete, i_osplit)))
+    if name.startswith("gloo:"):
+        op = GLOO.get(name[5:])
+        if op is None:
+            return None
+        dims, types = _decode(dims_text), _decode(types_text)
+        n = sum(_numel(d, t) for d, t in zip(dims, types) if t not in NON_TENSOR_TYPES or t in LIST_TYPES)
+        return (op, n, None, _dtype(types), None, None, None)
+    return None

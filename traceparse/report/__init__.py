@@ -1,0 +1,1 @@
+"""Reports built from a store: data first (summary), then renderers (text, JSON)."""

@@ -1,0 +1,37 @@
+-- Shared SQL macros of the store. Loaded into every connection that reads a store.
+
+-- Normalized collective name from any spelling: record_param_comms "Collective name",
+-- c10d::/nccl:/gloo: op names, NCCL/RCCL kernel names.
+CREATE OR REPLACE MACRO norm_op(s) AS (
+    CASE
+        WHEN s IS NULL THEN NULL
+        WHEN regexp_matches(lower(s), 'all_?reduce') THEN 'all_reduce'
+        WHEN regexp_matches(lower(s), 'reduce_?scatter') THEN 'reduce_scatter'
+        WHEN regexp_matches(lower(s), 'all_?gather') THEN 'all_gather'
+        WHEN regexp_matches(lower(s), 'all_?to_?all') THEN 'all_to_all'
+        WHEN regexp_matches(lower(s), 'broadcast') THEN 'broadcast'
+        WHEN regexp_matches(lower(s), 'barrier') THEN 'barrier'
+        WHEN regexp_matches(lower(s), 'sendrecv') THEN 'send_recv'
+        WHEN regexp_matches(lower(s), 'recv') THEN 'recv'
+        WHEN regexp_matches(lower(s), 'send') THEN 'send'
+        WHEN regexp_matches(lower(s), 'gather') THEN 'gather'
+        WHEN regexp_matches(lower(s), 'scatter') THEN 'scatter'
+        WHEN regexp_matches(lower(s), '(^|[:_])reduce') THEN 'reduce'
+        ELSE 'unknown'
+    END
+);
+
+-- Bytes per element of a dtype as traces spell it (Float, float, c10::BFloat16, Half, Long, ...).
+CREATE OR REPLACE MACRO dtype_bytes(d) AS (
+    CASE
+        WHEN d IS NULL THEN NULL
+        WHEN regexp_matches(lower(d), '(float64|double|long|int64|uint64|complexfloat|complex64)$') THEN 8
+        WHEN regexp_matches(lower(d), 'float8|(^|::)(char|int8|uint8|byte|bool)$') THEN 1
+        WHEN regexp_matches(lower(d), '(bfloat16|half|float16|short|int16|uint16)$') THEN 2
+        WHEN regexp_matches(lower(d), '(float|float32|int|int32|uint32)$') THEN 4
+        ELSE NULL
+    END
+);
+
+-- Device activity that is not communication or copy: GPU compute kernels.
+CREATE OR REPLACE MACRO is_comm_kernel_name(n) AS (regexp_matches(n, '(?i)^(void )?(nccl|rccl)'));
