@@ -5,6 +5,7 @@ into place only when complete, so a failed load leaves nothing half-written.
 """
 
 import hashlib
+import multiprocessing
 import json
 import os
 import shutil
@@ -74,7 +75,10 @@ def _parse_all(files, stage, workers):
     n = workers or min(len(jobs), os.cpu_count() or 1)
     if n <= 1 or len(jobs) == 1:
         return [_parse_one(j) for j in jobs]
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["traceparse.ingest.rank"])
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         return list(pool.map(_parse_one, jobs))
 
 

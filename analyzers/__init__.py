@@ -1,0 +1,1 @@
+"""Checks: one analyzer per module (installed as traceparse.analyzers)."""
