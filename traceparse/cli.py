@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 a --fail-on threshold breached, 2 bad input or usage.
 
 import json
 import sys
+from contextlib import closing
 
 import click
 
@@ -14,21 +15,12 @@ from .errors import TraceError
 JSON_VERSION = 1
 
 
-def _load(paths, db, no_cache, allow_mixed):
-    from .load import load_run
+def _open(paths, db, no_cache, allow_mixed):
+    from .load import connect, open_run
 
-    path, _ = load_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed)
-    return path
-
-
-def _connect(path):
-    import duckdb
-
-    from .store.build import sql_file
-
-    con = duckdb.connect(str(path), read_only=True)
-    con.execute(sql_file("macros.sql").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
-    return con
+    if paths:
+        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed)
+    return closing(connect(db))
 
 
 def store_options(f):
@@ -62,8 +54,8 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
     from .report.summary import document
 
-    con = _connect(_load(paths, db, no_cache, allow_mixed))
-    doc = document(con, JSON_VERSION, top)
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        doc = document(con, JSON_VERSION, top)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
@@ -86,19 +78,18 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
 
     if not paths and not db:
         raise click.UsageError("give trace PATHS or --db STORE")
-    con = _connect(_load(paths, db, no_cache, allow_mixed) if paths else db)
-    queries = [query] if query else _interactive()
-    for q in queries:
-        try:
-            rel = con.sql(q)
-        except duckdb.Error as e:
-            if query:
-                click.echo(f"traceparse: error: {str(e).splitlines()[0]}", err=True)
-                sys.exit(2)
-            click.echo(f"error: {e}", err=True)
-            continue
-        if rel is not None:
-            _print_relation(rel, fmt)
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        for q in [query] if query else _interactive():
+            try:
+                rel = con.sql(q)
+            except duckdb.Error as e:
+                if query:
+                    click.echo(f"traceparse: error: {str(e).splitlines()[0]}", err=True)
+                    sys.exit(2)
+                click.echo(f"error: {e}", err=True)
+                continue
+            if rel is not None:
+                _print_relation(rel, fmt)
 
 
 def _interactive():

@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
@@ -48,8 +49,12 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         target = cache_dir() / f"{key}.duckdb"
     else:
         target = Path(tempfile.mkdtemp(prefix="traceparse-")) / "run.duckdb"
-    if target.exists() and _stored_key(target) == key:
-        return target, True
+    if target.exists():
+        stored = _stored_key(target)
+        if stored == key:
+            return target, True
+        if stored is None:
+            raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
     target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix="traceparse-stage-"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -68,6 +73,36 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
     return target, False
+
+
+@contextmanager
+def open_run(paths, db=None, use_cache=True, allow_mixed=False):
+    """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
+    with ``use_cache=False`` and no ``db`` is deleted afterwards."""
+    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed)
+    temporary = db is None and not use_cache
+    try:
+        con = connect(path)
+        try:
+            yield con
+        finally:
+            con.close()
+    finally:
+        if temporary:
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def connect(path):
+    """Read-only connection to an existing store, with the store's SQL macros."""
+    import duckdb
+
+    from .store.build import sql_file
+
+    if not Path(path).is_file() or _stored_key(Path(path)) is None:
+        raise TraceError(path, "not a traceparse store (no such file, or not made by traceparse)")
+    con = duckdb.connect(str(path), read_only=True)
+    con.execute(sql_file("macros.sql").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
+    return con
 
 
 def _parse_all(files, stage, workers):
@@ -103,4 +138,4 @@ def _stored_key(db: Path):
             con.close()
     except duckdb.Error:
         return None
-    return json.loads(row[0]) if row and row[0].startswith('"') else (row[0] if row else None)
+    return row[0] if row else None

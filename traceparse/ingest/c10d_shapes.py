@@ -98,6 +98,11 @@ def comm_from_shapes(name: str, dims_text, types_text, concrete_text):
         dtype = _dtype(types[: max(i_in or 0, i_out or 0) + 1]) if types else None
         return (op, n_in, n_out, dtype, _int(_at(concrete, i_peer)),
                 _split(_at(concrete, i_isplit)), _split(_at(concrete, i_osplit)))
+    if name.startswith("symm_mem::") and "all_reduce" in name:
+        # symmetric-memory all-reduce (multimem_all_reduce_, one_shot_all_reduce, ...): input first
+        dims, types = _decode(dims_text), _decode(types_text)
+        n = _numel(_at(dims, 0), _at(types, 0))
+        return ("all_reduce", n, n, _dtype(types[:1]), None, None, None)
     if name.startswith("gloo:"):
         op = GLOO.get(name[5:])
         if op is None:

@@ -187,7 +187,7 @@ def _shape_comm_args(events, args, first_id):
     rows = []
     for i, e in enumerate(events):
         name = e.name
-        if isinstance(name, str) and name.startswith(("c10d::", "gloo:")) and args[i].input_dims:
+        if isinstance(name, str) and name.startswith(("c10d::", "gloo:", "symm_mem::")) and args[i].input_dims:
             a = args[i]
             got = comm_from_shapes(name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
             if got:

@@ -13,7 +13,7 @@ FROM events e
 WHERE coalesce(e.cat, '') NOT IN ('kernel', 'gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
                                  'gpu_memcpy', 'gpu_memset', 'python_function')
   AND (e.name = 'record_param_comms'
-       OR (regexp_matches(e.name, '^(c10d::|nccl:|_c10d_functional::)')
+       OR (regexp_matches(e.name, '^(c10d::|nccl:|_c10d_functional::|symm_mem::)')
            AND norm_op(e.name) != 'unknown' AND e.name NOT LIKE '%wait%'));
 
 -- nested calls -> one group per outermost call
@@ -42,16 +42,22 @@ grp AS (
            min(ts_ns) AS host_ts_ns, max(end_ns) AS host_end_ns,
            bool_or(name = 'record_param_comms') AS has_rpc,
            bool_or(name LIKE 'c10d::%') AS has_c10d,
+           bool_or(name LIKE 'symm_mem::%') AS has_symm_mem,
            first(norm_op(name) ORDER BY (name = 'record_param_comms'), ts_ns DESC)
                FILTER (WHERE name != 'record_param_comms') AS name_op
     FROM cpu_comm_grouped GROUP BY rank, tid, grp
 )
 SELECT g.*, i.coll_name, i.in_nelems, i.out_nelems, i.group_size, i.dtype, i.in_split, i.out_split,
-       i.pg_name, i.pg_desc, i.pg_ranks, i.seq, i.rank_start, i.rank_stride, i.peer,
+       i.pg_name, i.pg_desc, i.pg_ranks, i.seq, i.rank_start, i.rank_stride, p.peer,
        coalesce(CASE WHEN norm_op(i.coll_name) != 'unknown' THEN norm_op(i.coll_name) END, g.name_op, 'unknown') AS op,
        CASE WHEN g.has_rpc THEN 'record_param_comms' WHEN g.has_c10d THEN 'c10d'
-            WHEN g.name LIKE 'nccl:%' THEN 'nccl_annotation' ELSE 'functional' END AS source
-FROM grp g LEFT JOIN info i ON i.rank = g.rank AND i.tid = g.tid AND i.grp = g.grp AND i.rn = 1;
+            WHEN g.has_symm_mem THEN 'symm_mem' WHEN g.name LIKE 'nccl:%' THEN 'nccl_annotation'
+            ELSE 'functional' END AS source
+FROM grp g
+LEFT JOIN info i ON i.rank = g.rank AND i.tid = g.tid AND i.grp = g.grp AND i.rn = 1
+-- the peer is stated by the c10d op (its shapes), not by record_param_comms
+LEFT JOIN (SELECT rank, tid, grp, first(peer) AS peer FROM info WHERE peer IS NOT NULL GROUP BY ALL) p
+       ON p.rank = g.rank AND p.tid = g.tid AND p.grp = g.grp;
 
 -- communication kernels and how they tie to calls
 CREATE TEMP TABLE comm_kernel AS
@@ -157,10 +163,13 @@ LEFT JOIN process_groups pg ON pg.rank = k.rank AND pg.pg_name = a.pg_name
 WHERE (k.rank, k.ev_id) NOT IN (SELECT (rank, k_ev) FROM kernel_call);
 
 INSERT INTO ops
-SELECT k.rank, k.ev_id, r.op, 'custom_kernel', k.name, NULL, NULL, NULL, NULL, NULL,
+WITH names AS (SELECT DISTINCT name FROM events WHERE cat = 'kernel' AND NOT is_comm_kernel_name(name)),
+matched AS (SELECT n.name, first(r.op ORDER BY r.id) AS op
+            FROM names n JOIN comm_kernel_rules r ON regexp_matches(n.name, r.pattern) GROUP BY n.name)
+SELECT k.rank, k.ev_id, m.op, 'custom_kernel', k.name, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, k.ts_ns, k.dur_ns, k.stream, k.name
-FROM events k JOIN comm_kernel_rules r ON regexp_matches(k.name, r.pattern)
-WHERE k.cat = 'kernel' AND NOT is_comm_kernel_name(k.name);
+FROM events k JOIN matched m ON k.name = m.name
+WHERE k.cat = 'kernel';
 
 INSERT INTO comm_ops
 SELECT o.rank, o.op_id, o.op, o.source, o.name, o.dtype, dtype_bytes(o.dtype) AS elem_bytes,

@@ -33,5 +33,7 @@ CREATE OR REPLACE MACRO dtype_bytes(d) AS (
     END
 );
 
--- Device activity that is not communication or copy: GPU compute kernels.
-CREATE OR REPLACE MACRO is_comm_kernel_name(n) AS (regexp_matches(n, '(?i)^(void )?(nccl|rccl)'));
+-- NCCL/RCCL kernels and PyTorch's symmetric-memory all-reduce kernels.
+CREATE OR REPLACE MACRO is_comm_kernel_name(n) AS (
+    regexp_matches(n, '(?i)^(void )?(nccl|rccl)|multimem_all_reduce|(one|two)_shot_all_reduce')
+);

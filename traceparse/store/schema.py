@@ -139,7 +139,7 @@ TABLES = {
             ("rank", "INTEGER", "rank"),
             ("op_id", "BIGINT", "identifier of the operation within the rank (the ev_id of its anchor event)"),
             ("op", "VARCHAR", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, gather, scatter, send, recv, barrier, unknown"),
-            ("source", "VARCHAR", "what the row was built from: record_param_comms, c10d, nccl_annotation, kernel, custom_kernel"),
+            ("source", "VARCHAR", "what the row was built from: record_param_comms, c10d, symm_mem, nccl_annotation, functional, kernel, custom_kernel"),
             ("name", "VARCHAR", "name of the anchor event"),
             ("dtype", "VARCHAR", "element type"),
             ("elem_bytes", "INTEGER", "bytes per element (NULL when the dtype is unknown)"),

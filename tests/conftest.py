@@ -1,0 +1,42 @@
+"""Shared fixtures: where the real traces are, and an isolated cache/temp dir per test."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))  # `import traces` whatever pytest's import mode
+
+# The repo is cloned with `shared/` beside it: <parent>/<repo>/tests/conftest.py -> <parent>/shared/traces
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def shared_trace_files() -> list[Path]:
+    if not SHARED_TRACES.is_dir():
+        return []
+    return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+
+
+def shared(rel: str) -> Path:
+    """Path of one real trace; skips the test when shared/traces (or the file) is absent."""
+    p = SHARED_TRACES / rel
+    if not p.is_file():
+        pytest.skip(f"real trace {rel} not found (expected shared/traces beside the repo, at {SHARED_TRACES})")
+    return p
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory, monkeypatch):
+    """Cache and temporary files of traceparse go to per-test folders, never to ~/.cache or /tmp."""
+    base = tmp_path_factory.mktemp("isolated")
+    cache, tmp = base / "cache", base / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return {"cache": cache, "tmp": tmp}

@@ -1,0 +1,281 @@
+"""The ``traceparse`` command: output, exit codes, the store cache, and the README's schema."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import shared
+from traces import step, trace, write, x
+
+from traceparse.cli import main
+from traceparse.load import load_run
+from traceparse.store.schema import TABLES
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_REAL = "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
+
+
+def plain_json(path):
+    with gzip.open(path, "rt") if path.name.endswith(".gz") else open(path) as f:
+        return json.load(f)
+
+
+def expected_steps(doc):
+    return sorted(
+        int(e["name"].split("#", 1)[1])
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        and not str(e.get("cat") or "").startswith("gpu")
+    )
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A hand-written two-step trace of rank 1 of 2 with five complete events."""
+    evs = [step(4, 100, 100), x("aten::mm", 110, 20), step(5, 200, 100), x("aten::mm", 210, 20), x("k", 220, 5, cat="kernel", pid=0, tid=7)]
+    return write(tmp_path / "in" / "rank1.json", trace(evs, rank=1, world_size=2))
+
+
+# --- analyze --------------------------------------------------------------------------
+
+def test_analyze_text(tmp_path):
+    f = shared(SMALL_REAL)
+    doc = plain_json(f)
+    r = invoke("analyze", "--db", tmp_path / "s.duckdb", f)
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert str(doc["distributedInfo"]["rank"]) in first
+    assert str(doc["distributedInfo"]["world_size"]) in first
+    for n in expected_steps(doc):
+        assert str(n) in r.stdout
+
+
+def test_analyze_json(tmp_path):
+    f = shared(SMALL_REAL)
+    doc = plain_json(f)
+    r = invoke("analyze", "--format", "json", "--db", tmp_path / "s.duckdb", f)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert isinstance(out["version"], int)
+    run = out["run"]
+    assert run["files"] == [str(f.resolve())]
+    assert run["ranks"] == [doc["distributedInfo"]["rank"]]
+    assert run["world_size"] == doc["distributedInfo"]["world_size"]
+    assert run["steps"] == expected_steps(doc)
+    assert run["events"] == sum(1 for e in doc["traceEvents"] if e.get("ph") == "X")
+    assert out["load_issues"] == []
+
+
+def test_analyze_json_reports_load_issues(tmp_path):
+    f = write(tmp_path / "worker7.json", trace([x("a", 1, 1)], rank=None))
+    r = invoke("analyze", "--format", "json", "--db", tmp_path / "s.duckdb", f)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["run"]["ranks"] == [7]
+    assert [(i["file"], i["severity"]) for i in out["load_issues"]] == [(str(f.resolve()), "warning")]
+    # warnings also reach stderr, one line each
+    assert "warning" in r.stderr and f.name in r.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"not json", b'{"a": 1}', b"\x1f\x8b\x08\x00garbage"],
+                         ids=["empty", "not-json", "no-traceEvents", "corrupt-gzip"])
+def test_analyze_bad_file_exit_2_one_line(tmp_path, content):
+    f = tmp_path / "rank0.json"
+    f.write_bytes(content)
+    db = tmp_path / "s.duckdb"
+    r = invoke("analyze", "--db", db, f)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert str(f) in lines[0] and lines[0].startswith("traceparse: error:")
+    assert r.stdout == ""
+    assert not db.exists()
+
+
+def test_analyze_missing_file_exit_2(tmp_path):
+    r = invoke("analyze", "--no-cache", tmp_path / "nope.json")
+    assert r.exit_code == 2
+    assert "nope.json" in r.stderr
+
+
+def test_analyze_folder_of_ranks(tmp_path):
+    for rank in (0, 1, 2):
+        write(tmp_path / "run" / f"rank{rank}.json.gz", trace([step(1, 0, 10), x("a", 1, 1)], rank=rank, world_size=3))
+    r = invoke("analyze", "--format", "json", "--db", tmp_path / "s.duckdb", tmp_path / "run")
+    assert r.exit_code == 0, r.output
+    run = json.loads(r.stdout)["run"]
+    assert (run["ranks"], run["world_size"], run["steps"]) == ([0, 1, 2], 3, [1])
+
+
+def test_console_script_subprocess(tmp_path):
+    f = shared(SMALL_REAL)
+    exe = shutil.which("traceparse", path=str(Path(sys.executable).parent)) or shutil.which("traceparse")
+    if exe is None:
+        pytest.skip("the traceparse console script is not installed")
+    env = dict(os.environ, TRACEPARSE_CACHE=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
+    p = subprocess.run([exe, "analyze", "--format", "json", str(f)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["run"]["ranks"] == [plain_json(f)["distributedInfo"]["rank"]]
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json at all")
+    p = subprocess.run([exe, "analyze", str(bad)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and str(bad) in p.stderr
+
+
+# --- sql, schema, explain -------------------------------------------------------------
+
+def test_sql_count_events(tmp_path, tiny):
+    n = sum(1 for e in plain_json(tiny)["traceEvents"] if e.get("ph") == "X")
+    r = invoke("sql", "SELECT count(*) FROM events", tiny, "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 0, r.output
+    assert re.search(rf"(?m)^\s*{n}\s*$", r.stdout), r.stdout
+    r = invoke("sql", "--format", "csv", "SELECT count(*) AS n FROM events", "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 0, r.output
+    assert list(csv.reader(io.StringIO(r.stdout))) == [["n"], [str(n)]]
+    r = invoke("sql", "--format", "json", "SELECT step FROM steps ORDER BY step", "--db", tmp_path / "s.duckdb")
+    assert json.loads(r.stdout) == [{"step": 4}, {"step": 5}]
+
+
+def test_sql_macros_available(tmp_path, tiny):
+    r = invoke("sql", "--format", "csv", "SELECT norm_op('nccl:all_reduce') AS op, dtype_bytes('c10::BFloat16') AS b",
+               tiny, "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 0, r.output
+    assert list(csv.reader(io.StringIO(r.stdout)))[1] == ["all_reduce", "2"]
+
+
+def test_sql_bad_query_exit_2(tmp_path, tiny):
+    r = invoke("sql", "SELEC nonsense", tiny, "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sql_without_paths_or_db_is_usage_error():
+    r = invoke("sql", "SELECT 1")
+    assert r.exit_code == 2
+
+
+def test_sql_missing_db_exit_2(tmp_path):
+    db = tmp_path / "missing.duckdb"
+    r = CliRunner().invoke(main, ["sql", "SELECT 1", "--db", str(db)])
+    assert r.exit_code == 2
+    assert str(db) in r.stderr
+
+
+def test_schema_lists_every_table_and_column():
+    r = invoke("schema")
+    assert r.exit_code == 0
+    for table, (_, cols) in TABLES.items():
+        assert f"`{table}`" in r.stdout
+        for c, _t, _doc in cols:
+            assert f"`{c}`" in r.stdout, (table, c)
+
+
+def test_explain():
+    r = invoke("explain", "step_time")
+    assert r.exit_code == 0
+    assert r.stdout.startswith("step_time")
+    r = invoke("explain", "nope")
+    assert r.exit_code == 2
+    assert "nope" in r.stderr and r.stdout == ""
+
+
+def test_version():
+    from traceparse import __version__
+
+    r = invoke("--version")
+    assert r.exit_code == 0 and __version__ in r.stdout
+
+
+# --- the store cache ------------------------------------------------------------------
+
+def test_cache_reused(tmp_path, tiny, monkeypatch):
+    cache = tmp_path / "cache"
+    env = {"TRACEPARSE_CACHE": str(cache)}
+    r = invoke("analyze", tiny, env=env)
+    assert r.exit_code == 0, r.output
+    stores = sorted(cache.glob("*.duckdb"))
+    assert len(stores) == 1
+    mtime = stores[0].stat().st_mtime_ns
+
+    r = invoke("analyze", "--format", "json", tiny, env=env)
+    assert r.exit_code == 0, r.output
+    assert sorted(cache.glob("*.duckdb")) == stores
+    assert stores[0].stat().st_mtime_ns == mtime
+
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
+    path, reused = load_run([tiny])
+    assert (path, reused) == (stores[0], True)
+
+
+def test_cache_invalidated_when_file_changes(tmp_path, tiny, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
+    _, reused = load_run([tiny])
+    assert reused is False
+    write(tiny, trace([x("a", 1, 1)], rank=1, world_size=2))
+    os.utime(tiny, ns=(1, 1))  # a different mtime whatever the clock's resolution
+    path, reused = load_run([tiny])
+    assert reused is False
+    r = invoke("sql", "--format", "csv", "SELECT count(*) AS n FROM events", "--db", path)
+    assert r.stdout.splitlines()[1] == "1"
+
+
+def test_no_cache_leaves_cache_dir_empty(tmp_path, tiny):
+    cache = tmp_path / "cache"
+    r = invoke("analyze", "--no-cache", tiny, env={"TRACEPARSE_CACHE": str(cache)})
+    assert r.exit_code == 0, r.output
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_no_cache_keeps_no_store_anywhere(tmp_path, tiny, isolated_dirs):
+    tmp = isolated_dirs["tmp"]
+    before = set(tmp.rglob("*"))
+    r = invoke("analyze", "--no-cache", tiny)
+    assert r.exit_code == 0, r.output
+    assert sorted(set(tmp.rglob("*")) - before) == []
+
+
+def test_db_option_does_not_overwrite_other_files(tmp_path, tiny):
+    other = tmp_path / "notes.txt"
+    other.write_text("precious\n")
+    r = CliRunner().invoke(main, ["analyze", "--db", str(other), str(tiny)])
+    assert other.read_text() == "precious\n"
+    assert r.exit_code == 2
+
+
+# --- README ---------------------------------------------------------------------------
+
+def test_readme_documents_schema():
+    readme = REPO / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md not written yet")
+    text = readme.read_text()
+    lines = text.splitlines()
+    headings = [i for i, line in enumerate(lines) if line.lstrip().startswith("#")]
+    missing = []
+    for table, (_, cols) in TABLES.items():
+        at = next((i for i in headings if f"`{table}`" in lines[i]), None)
+        if at is None:
+            missing.append(f"table {table} (no heading naming `{table}`)")
+            continue
+        end = next((i for i in headings if i > at), len(lines))
+        section = "\n".join(lines[at:end])
+        missing += [f"{table}.{c}" for c, _t, _d in cols if f"`{c}`" not in section]
+    assert not missing, f"README.md does not document: {', '.join(missing)}"

@@ -1,0 +1,154 @@
+"""Committed fixture runs: the communication in the traces equals truth.json.
+
+The traces are parsed here with plain gzip + json (independent of traceparse's
+loader): every `c10d::*` CPU op inside a `ProfilerStep#N` window is one call.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "fixtures" / "runs"
+
+# c10d op -> (op, how to read in/out sizes)
+C10D_OPS = {
+    "c10d::allreduce_": "all_reduce",
+    "c10d::allreduce_coalesced_": "all_reduce",
+    "c10d::broadcast_": "broadcast",
+    "c10d::_allgather_base_": "all_gather",
+    "c10d::allgather_": "all_gather",
+    "c10d::allgather_into_tensor_coalesced_": "all_gather",
+    "c10d::_reduce_scatter_base_": "reduce_scatter",
+    "c10d::reduce_scatter_": "reduce_scatter",
+    "c10d::reduce_scatter_tensor_coalesced_": "reduce_scatter",
+    "c10d::alltoall_base_": "all_to_all",
+    "c10d::alltoall_": "all_to_all",
+    "c10d::send": "send",
+    "c10d::recv_": "recv",
+    "c10d::barrier": "barrier",
+}
+DTYPE_BYTES = {"float": 4, "double": 8, "long int": 8, "int": 4, "c10::Half": 2,
+               "c10::BFloat16": 2, "unsigned char": 1, "signed char": 1, "bool": 1,
+               "short int": 2}
+# gloo c10d ops taking a TensorList record "TensorList" as the type, without the
+# element dtype; every TensorList collective in these fixtures is fp32.
+TENSORLIST_DTYPE_BYTES = 4
+
+
+def _numel(dims):
+    n = 1
+    for x in dims:
+        n *= x
+    return n
+
+
+def _nbytes(dims, typ):
+    """Bytes of a Tensor (dims = [..]) or TensorList (dims = [[..], ..]) argument."""
+    if typ == "TensorList" or (dims and isinstance(dims[0], list)):
+        return sum(_numel(d) for d in dims) * TENSORLIST_DTYPE_BYTES
+    return _numel(dims) * DTYPE_BYTES[typ]
+
+
+def call_of(ev):
+    """(op, peer_in_group, bytes_in, bytes_out) of one c10d op event."""
+    name, a = ev["name"], ev["args"]
+    op = C10D_OPS[name]
+    dims, types, conc = a["Input Dims"], a["Input type"], a.get("Concrete Inputs", [])
+    peer = None
+    if name in ("c10d::allreduce_", "c10d::allreduce_coalesced_", "c10d::broadcast_",
+                "c10d::barrier"):
+        b_in = b_out = _nbytes(dims[0], types[0])
+    elif name in ("c10d::send", "c10d::recv_"):
+        b_in = b_out = _nbytes(dims[0], types[0])
+        peer = int(conc[2])
+    else:  # (output, input, ...) ops
+        b_out, b_in = _nbytes(dims[0], types[0]), _nbytes(dims[1], types[1])
+    return op, peer, b_in, b_out
+
+
+def load_calls(path: Path):
+    """{step_name: Counter((op, peer_in_group, bytes_in, bytes_out))}, distributedInfo."""
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f)
+    evs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in evs if e["name"].startswith("ProfilerStep#")]
+    out = {}
+    for s in steps:
+        t0, t1 = s["ts"], s["ts"] + s["dur"]
+        c = Counter(call_of(e) for e in evs
+                    if e.get("cat") == "cpu_op" and e["name"] in C10D_OPS
+                    and t0 <= e["ts"] <= t1)
+        out[s["name"]] = c
+    return out, trace.get("distributedInfo", {})
+
+
+def expected_calls(truth, rank):
+    c = Counter()
+    for r in truth["comm"]:
+        if r["rank"] != rank:
+            continue
+        peer = None if r["peer"] is None else r["group_ranks"].index(r["peer"])
+        c[(r["op"], peer, r["bytes_in"], r["bytes_out"])] += r["count"]
+    return c
+
+
+def check_run(run_dir: Path):
+    truth = json.loads((run_dir / "truth.json").read_text())
+    ws = truth["world_size"]
+    assert sorted(p.name for p in run_dir.glob("rank*.json.gz")) == sorted(
+        f"rank{r}.json.gz" for r in range(ws))
+    for rank in range(ws):
+        steps, info = load_calls(run_dir / f"rank{rank}.json.gz")
+        assert len(steps) == truth["profiled_steps"], (rank, list(steps))
+        assert info.get("rank") == rank and info.get("world_size") == ws
+        exp = expected_calls(truth, rank)
+        for step, got in steps.items():
+            assert got == exp, (
+                f"{run_dir.name} rank {rank} {step}: missing {dict(exp - got)}, "
+                f"unexpected {dict(got - exp)}")
+        # every group named in truth is a group this rank belongs to in the trace
+        groups = {tuple(g["ranks"]) for g in info.get("pg_config", [])}
+        for r in truth["comm"]:
+            if r["rank"] == rank:
+                assert rank in r["group_ranks"]
+                assert tuple(r["group_ranks"]) in groups, (rank, r["group_ranks"], groups)
+
+
+def _runs():
+    return sorted(p.parent for p in RUNS.glob("*/truth.json")) if RUNS.exists() else []
+
+
+@pytest.mark.parametrize("run_dir", _runs() or [None], ids=lambda p: p.name if p else "none")
+def test_committed_run_matches_truth(run_dir):
+    if run_dir is None:
+        pytest.skip("no runs in fixtures/runs")
+    check_run(run_dir)
+
+
+def test_truth_schema():
+    runs = _runs()
+    if not runs:
+        pytest.skip("no runs in fixtures/runs")
+    for run_dir in runs:
+        t = json.loads((run_dir / "truth.json").read_text())
+        assert {"name", "world_size", "layout", "model", "optimizer", "profiled_steps",
+                "comm", "imbalance"} <= set(t)
+        assert set("dp tp pp cp sp ep".split()) <= set(t["layout"])
+        for r in t["comm"]:
+            assert r["op"] in {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                               "broadcast", "send", "recv", "barrier"}
+            assert r["strategy"] in {"dp", "tp", "pp", "cp", "sp", "ep", "other"}
+            assert (r["peer"] is None) == (r["op"] not in ("send", "recv"))
+
+
+def test_regenerate_smallest(tmp_path):
+    pytest.importorskip("torch")
+    from fixtures.generate import generate
+
+    run_dir = generate("ddp2", tmp_path)
+    check_run(run_dir)
