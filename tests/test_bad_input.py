@@ -243,3 +243,21 @@ def test_one_bad_file_among_several(tmp_path):
     bad = tmp_path / "rank2.json.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00" + bytes(200))
     assert_refused(tmp_path, good + [bad], bad.name, match="gzip")
+
+
+def test_cut_off_with_no_complete_event_is_an_error(tmp_path):
+    f = tmp_path / "rank0.json"
+    f.write_text('{"traceEvents": [{"ph": "X", "na')
+    assert_refused(tmp_path, [f], f, match="no complete event")
+
+
+def test_trace_cut_after_closed_array_loses_no_event(tmp_path):
+    doc = trace(_events(10), rank=0)
+    text = dumps(doc)
+    end = text.rindex("]") + 1
+    f = tmp_path / "rank0.json"
+    f.write_text(text[:end] + ', "traceNa')
+    con = load(f, tmp_path / "s.duckdb")
+    assert scalar(con, "SELECT count(*) FROM events") == 10
+    what = scalar(con, "SELECT what FROM load_issues")
+    assert "after traceEvents" in what and "0 partial" in what

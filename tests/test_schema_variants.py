@@ -361,3 +361,11 @@ def test_no_events(tmp_path):
     con = load(f, tmp_path / "s.duckdb")
     assert scalar(con, "SELECT count(*) FROM events") == 0
     assert [r["severity"] for r in rows(con, "SELECT severity FROM load_issues")] == ["warning"]
+
+
+def test_rank_number_wins_over_worker_number(tmp_path):
+    from traceparse.ingest.rank import rank_from_name
+
+    assert rank_from_name(tmp_path / "job-worker-3_rank12.json") == 12
+    assert rank_from_name(tmp_path / "worker7.pt.trace.json.gz") == 7
+    assert rank_from_name(tmp_path / "trace.json") is None

@@ -10,16 +10,21 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import TraceError
 from .columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
 from .split import TraceSplitter
 
 SCHEMAS = {"events": EVENTS, "comm_args": COMM_ARGS, "op_args": OP_ARGS, "threads": THREADS, "memory": MEMORY}
-RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+RANK_IN_NAME = [re.compile(rf"{word}[-_]?(\d+)", re.IGNORECASE) for word in ("rank", "worker")]
 
 
 def rank_from_name(path) -> int | None:
-    m = RANK_IN_NAME.search(Path(path).name)
-    return int(m.group(1)) if m else None
+    """``rank-3``, ``rank3``, ``worker3``; a rank number wins over a worker number."""
+    for pattern in RANK_IN_NAME:
+        m = pattern.search(Path(path).name)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def parse_rank_file(path, out_dir) -> dict:
@@ -58,6 +63,8 @@ def _summary(path, splitter, n_all, n_complete, out_dir):
             ("warning", f"{s.reason}: kept {n_all} complete events, lost {s.lost_bytes} bytes "
              f"({s.lost_events} partial event(s)) at the end", max(s.lost_events, 1))
         )
+    if n_all == 0 and splitter.salvage:
+        raise TraceError(path, f"{splitter.salvage.reason}: no complete event to salvage")
     if n_complete == 0:
         issues.append(("warning", "no complete (ph=X) events", 1))
     devices = h.deviceProperties if isinstance(h.deviceProperties, list) else []

@@ -142,5 +142,9 @@ class TraceSplitter:
 
     def _lost(self, rest):
         lost_events = rest.count(b'"ph"')
-        reason = self.stream.problem or "JSON cut off inside traceEvents"
+        closed = re.match(rb"\s*\]", rest) is not None
+        reason = self.stream.problem or (
+            "JSON cut off after traceEvents (the rest of the header is lost)" if closed
+            else "JSON cut off inside traceEvents"
+        )
         return Salvage(len(rest), lost_events, reason)
