@@ -26,18 +26,17 @@ def test_comm_ops_match_truth(name, tmp_path):
     con = duckdb.connect(str(store), read_only=True)
     steps = [s for (s,) in con.execute("SELECT DISTINCT step FROM steps ORDER BY step").fetchall()]
     assert len(steps) == truth["profiled_steps"]
-    # a gloo c10d op states its peer within its group; the global peer is known when the group is
-    one_group = con.execute("SELECT count(*) = 0 FROM process_groups GROUP BY rank HAVING count(*) > 1").fetchall() == []
     expected = Counter()
     for row in truth["comm"]:
-        peer = row["peer"] if row["op"] in ("send", "recv") and one_group else None
-        expected[(row["rank"], row["op"], peer, row["bytes_in"], row["bytes_out"])] += row["count"]
+        peer = row["peer"] if row["op"] in ("send", "recv") else None
+        key = (row["rank"], row["op"], tuple(row["group_ranks"]), peer, row["bytes_in"], row["bytes_out"])
+        expected[key] += row["count"]
     got = Counter()
     for step in steps:
-        for rank, op, peer, b_in, b_out in con.execute(
-            "SELECT rank, op, peer, bytes_in, bytes_out FROM comm_ops WHERE step = ?", [step]
+        for rank, op, group, peer, b_in, b_out in con.execute(
+            "SELECT rank, op, group_ranks, peer, bytes_in, bytes_out FROM comm_ops WHERE step = ?", [step]
         ).fetchall():
-            got[(rank, op, peer if op in ("send", "recv") and one_group else None, b_in, b_out)] += 1
+            got[(rank, op, tuple(group or ()), peer if op in ("send", "recv") else None, b_in, b_out)] += 1
     per_step = Counter({k: v // len(steps) for k, v in got.items()})
     assert all(v % len(steps) == 0 for v in got.values()), "steps differ in communication"
     assert per_step == expected

@@ -5,6 +5,7 @@ from importlib.resources import files
 
 import duckdb
 
+from .groups import infer_groups
 from .schema import SCHEMA_VERSION, ddl
 
 STAGED = ("events", "comm_args", "op_args", "threads", "memory")
@@ -28,6 +29,8 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
         con.execute(sql_file("macros.sql"))
         _insert_kernel_rules(con)
         con.execute(sql_file("derive.sql"))
+        infer_groups(con)
+        con.execute(sql_file("finish.sql"))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -138,6 +138,10 @@ SELECT c.rank, c.op_id,
                      THEN CAST(range(c.rank_start, c.rank_start + c.group_size * coalesce(c.rank_stride, 1),
                                      coalesce(c.rank_stride, 1)) AS INTEGER[]) END,
                 og.ranks) AS group_ranks,
+       CASE WHEN TRY_CAST(c.pg_ranks AS INTEGER[]) IS NOT NULL THEN 'trace args'
+            WHEN pg.ranks IS NOT NULL THEN 'process group name'
+            WHEN c.rank_start IS NOT NULL AND c.group_size IS NOT NULL THEN 'global rank start/stride'
+            WHEN og.ranks IS NOT NULL THEN 'the rank''s only process group' END AS group_source,
        c.peer AS peer_in_group,
        c.seq, c.host_ts_ns, c.host_end_ns - c.host_ts_ns AS host_dur_ns, c.tid,
        coalesce(x.exec_ts_ns, ge.exec_ts_ns) AS exec_ts_ns, coalesce(x.exec_dur_ns, ge.exec_dur_ns) AS exec_dur_ns,
@@ -155,7 +159,9 @@ INSERT INTO ops
 SELECT k.rank, k.ev_id, coalesce(CASE WHEN norm_op(a.coll_name) != 'unknown' THEN norm_op(a.coll_name) END, norm_op(k.name)),
        'kernel', k.name, a.dtype, a.in_nelems, a.out_nelems, a.in_split, a.out_split,
        a.pg_name, coalesce(a.pg_desc, pg.pg_desc), coalesce(CAST(a.group_size AS INTEGER), pg.pg_size),
-       coalesce(TRY_CAST(a.pg_ranks AS INTEGER[]), pg.ranks), NULL, a.seq,
+       coalesce(TRY_CAST(a.pg_ranks AS INTEGER[]), pg.ranks),
+       CASE WHEN TRY_CAST(a.pg_ranks AS INTEGER[]) IS NOT NULL THEN 'trace args'
+            WHEN pg.ranks IS NOT NULL THEN 'process group name' END, NULL, a.seq,
        NULL, NULL, NULL, k.ts_ns, k.dur_ns, k.stream, k.name
 FROM comm_kernel k
 LEFT JOIN comm_args a ON a.rank = k.rank AND a.ev_id = k.ev_id
@@ -167,7 +173,7 @@ WITH names AS (SELECT DISTINCT name FROM events WHERE cat = 'kernel' AND NOT is_
 matched AS (SELECT n.name, first(r.op ORDER BY r.id) AS op
             FROM names n JOIN comm_kernel_rules r ON regexp_matches(n.name, r.pattern) GROUP BY n.name)
 SELECT k.rank, k.ev_id, m.op, 'custom_kernel', k.name, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, k.ts_ns, k.dur_ns, k.stream, k.name
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, k.ts_ns, k.dur_ns, k.stream, k.name
 FROM events k JOIN matched m ON k.name = m.name
 WHERE k.cat = 'kernel';
 
@@ -175,12 +181,8 @@ INSERT INTO comm_ops
 SELECT o.rank, o.op_id, o.op, o.source, o.name, o.dtype, dtype_bytes(o.dtype) AS elem_bytes,
        o.in_nelems, o.out_nelems,
        o.in_nelems * dtype_bytes(o.dtype), o.out_nelems * dtype_bytes(o.dtype),
-       o.in_split, o.out_split, o.pg_name, o.pg_desc, o.group_size, o.group_ranks,
-       CASE WHEN o.peer_in_group IS NULL THEN NULL
-            WHEN o.group_ranks IS NOT NULL THEN o.group_ranks[o.peer_in_group + 1] END AS peer,
-       o.seq,
-       row_number() OVER (PARTITION BY o.rank, coalesce(o.pg_name, list_sort(o.group_ranks)::VARCHAR, '?')
-                          ORDER BY coalesce(o.host_ts_ns, o.exec_ts_ns), o.op_id) - 1 AS group_index,
+       o.in_split, o.out_split, o.pg_name, o.pg_desc, o.group_size, o.group_ranks, o.group_source,
+       NULL AS peer, o.peer_in_group, o.seq, NULL AS group_index,
        s.step, o.host_ts_ns, o.host_dur_ns, o.tid, o.exec_ts_ns, o.exec_dur_ns, o.exec_stream, o.kernel
 FROM ops o
 LEFT JOIN events s ON s.rank = o.rank AND s.ev_id = o.op_id;

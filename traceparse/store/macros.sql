@@ -25,9 +25,10 @@ CREATE OR REPLACE MACRO norm_op(s) AS (
 CREATE OR REPLACE MACRO dtype_bytes(d) AS (
     CASE
         WHEN d IS NULL THEN NULL
-        WHEN regexp_matches(lower(d), '(float64|double|long|int64|uint64|complexfloat|complex64)$') THEN 8
-        WHEN regexp_matches(lower(d), 'float8|(^|::)(char|int8|uint8|byte|bool)$') THEN 1
-        WHEN regexp_matches(lower(d), '(bfloat16|half|float16|short|int16|uint16)$') THEN 2
+        WHEN regexp_matches(lower(d), '(float64|double|int64|uint64|complexfloat|complex64|complex<float>)$')
+             OR regexp_matches(lower(d), '\blong\b') THEN 8
+        WHEN regexp_matches(lower(d), 'float8|(^|::|\s)(char|int8|uint8|byte|bool)$') THEN 1
+        WHEN regexp_matches(lower(d), '(bfloat16|half|float16|int16|uint16)$') OR regexp_matches(lower(d), '\bshort\b') THEN 2
         WHEN regexp_matches(lower(d), '(float|float32|int|int32|uint32)$') THEN 4
         ELSE NULL
     END
