@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from .c10d_shapes import comm_from_shapes
 from .model import EMPTY_ARGS
 
+SHAPED_COMM = "^(c10d::|gloo:|symm_mem::)"
 THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 US_DECIMAL = pa.decimal128(26, 3)
 
@@ -126,9 +127,13 @@ def _ns(text):
 def event_tables(batch, first_id: int):
     """Split one decoded batch into the staged tables. Returns (tables, n_complete)."""
     complete = [e for e in batch if e.ph == "X"]
-    tables = {"events": _events(complete, first_id)}
+    events = _events(complete, first_id)
+    tables = {"events": events}
     args = [e.args or EMPTY_ARGS for e in complete]
-    tables["comm_args"] = pa.concat_tables([_comm_args(args, first_id), _shape_comm_args(complete, args, first_id)])
+    shaped = pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(events["name"], SHAPED_COMM), False))
+    tables["comm_args"] = pa.concat_tables(
+        [_comm_args(args, first_id), _shape_comm_args(complete, args, shaped.to_pylist(), first_id)]
+    )
     tables["op_args"] = _op_args(args, first_id)
     other = [e for e in batch if e.ph != "X"]
     tables["threads"] = _threads([e for e in other if e.ph == "M"])
@@ -182,14 +187,13 @@ def _comm_args(args, first_id):
     )
 
 
-def _shape_comm_args(events, args, first_id):
-    """Rows for c10d ops and gloo annotations, whose facts are in their recorded shapes."""
+def _shape_comm_args(events, args, indices, first_id):
+    """Rows for c10d ops and gloo annotations (at ``indices``), whose facts are in their recorded shapes."""
     rows = []
-    for i, e in enumerate(events):
-        name = e.name
-        if isinstance(name, str) and name.startswith(("c10d::", "gloo:", "symm_mem::")) and args[i].input_dims:
-            a = args[i]
-            got = comm_from_shapes(name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
+    for i in indices:
+        a = args[i]
+        if a.input_dims:
+            got = comm_from_shapes(events[i].name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
             if got:
                 rows.append((first_id + i, *got))
     cols = list(zip(*rows)) if rows else [()] * 8

@@ -18,6 +18,7 @@ def sql_file(name: str) -> str:
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
     """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set."""
     con = duckdb.connect(str(db_path))
+    con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
     try:
         con.execute("BEGIN TRANSACTION")
         con.execute(ddl())
