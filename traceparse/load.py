@@ -12,6 +12,8 @@ import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from . import __version__
@@ -30,9 +32,22 @@ def cache_dir() -> Path:
     return Path(base)
 
 
+@cache
+def code_identity() -> str:
+    """Size and mtime of traceparse's own code and rules: an upgraded or edited install builds anew."""
+    h = hashlib.sha256()
+    for package in ("traceparse", "traceparse.rules"):
+        root = Path(str(resources.files(package)))
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".sql", ".toml"):
+                st = p.stat()
+                h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def store_key(files: list[Path], allow_mixed: bool) -> str:
-    """Identity of a load: the files (path, size, mtime), the options and the code version."""
-    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{allow_mixed}".encode())
+    """Identity of a load: the files (path, size, mtime), the options and the code."""
+    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}".encode())
     for f in files:
         st = f.stat()
         h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

@@ -5,6 +5,8 @@ from importlib.resources import files
 
 import duckdb
 
+from ..tagging.layout import infer_layout
+from ..tagging.tag import tag_comm_ops
 from .groups import infer_groups
 from .schema import SCHEMA_VERSION, ddl
 
@@ -32,6 +34,8 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
         con.execute(sql_file("derive.sql"))
         infer_groups(con)
         con.execute(sql_file("finish.sql"))
+        tag_comm_ops(con)
+        _insert_rows(con, "layout", [(k, json.dumps(v), why) for k, (v, why) in infer_layout(con).items()])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

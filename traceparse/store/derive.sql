@@ -183,6 +183,7 @@ SELECT o.rank, o.op_id, o.op, o.source, o.name, o.dtype, dtype_bytes(o.dtype) AS
        o.in_nelems * dtype_bytes(o.dtype), o.out_nelems * dtype_bytes(o.dtype),
        o.in_split, o.out_split, o.pg_name, o.pg_desc, o.group_size, o.group_ranks, o.group_source,
        NULL AS peer, o.peer_in_group, o.seq, NULL AS group_index,
-       s.step, o.host_ts_ns, o.host_dur_ns, o.tid, o.exec_ts_ns, o.exec_dur_ns, o.exec_stream, o.kernel
+       s.step, o.host_ts_ns, o.host_dur_ns, o.tid, o.exec_ts_ns, o.exec_dur_ns, o.exec_stream, o.kernel,
+       NULL, NULL, NULL, NULL
 FROM ops o
 LEFT JOIN events s ON s.rank = o.rank AND s.ev_id = o.op_id;

@@ -35,6 +35,9 @@ def infer_groups(con):
                   group_ranks IS NULL AS open
            FROM comm_ops"""
     ).fetchall()
+    loaded = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
+    # only groups of two or more ranks, all of them loaded, can be judged
+    groups = {r: [g for g in gs if len(g[2]) > 1 and set(g[2]) <= loaded] for r, gs in groups.items()}
     todo = [o for o in ops if o[7] and len(groups.get(o[0], ())) > 1]
     if not todo:
         return

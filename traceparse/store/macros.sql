@@ -38,3 +38,18 @@ CREATE OR REPLACE MACRO dtype_bytes(d) AS (
 CREATE OR REPLACE MACRO is_comm_kernel_name(n) AS (
     regexp_matches(n, '(?i)^(void )?(nccl|rccl)|multimem_all_reduce|(one|two)_shot_all_reduce')
 );
+
+-- The parallelism axis a process group's description or name states, if any:
+-- DeviceMesh dims (mesh_tp, dp_shard, ...), Megatron-style names (tensor/pipeline/...).
+CREATE OR REPLACE MACRO group_axis(descr, pgname) AS (
+    CASE
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')),
+                            '(^|[^a-z])(dp|fsdp|dp_shard|dp_replicate|data|replicate|shard|hsdp)([^a-z]|$)') THEN 'dp'
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')), '(^|[^a-z])(tp|tensor|mp)([^a-z]|$)') THEN 'tp'
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')), '(^|[^a-z])(pp|pipe|pipeline)([^a-z]|$)') THEN 'pp'
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')), '(^|[^a-z])(cp|context|ring)([^a-z]|$)') THEN 'cp'
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')), '(^|[^a-z])(sp|ulysses|sequence)([^a-z]|$)') THEN 'sp'
+        WHEN regexp_matches(lower(coalesce(descr, '') || ' ' || coalesce(pgname, '')), '(^|[^a-z])(ep|expert|moe)([^a-z]|$)') THEN 'ep'
+        ELSE NULL
+    END
+);

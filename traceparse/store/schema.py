@@ -166,6 +166,18 @@ TABLES = {
             ("exec_dur_ns", "BIGINT", "duration of the execution, ns"),
             ("exec_stream", "BIGINT", "GPU stream, or the worker thread id for gloo"),
             ("kernel", "VARCHAR", "name of the executing kernel or worker annotation"),
+            ("strategy", "VARCHAR", "parallelism strategy the operation serves: dp, tp, pp, cp, sp, ep; NULL when no rule matched (untagged)"),
+            ("variant", "VARCHAR", "dp: zero0..zero3; tp: megatron or megatron_sp; pp: p2p; cp: ring; sp: ulysses; ep: moe or embedding"),
+            ("rule_id", "VARCHAR", "the rule that tagged it (traceparse explain <rule_id>)"),
+            ("confidence", "DOUBLE", "the rule's confidence, 0 to 1"),
+        ],
+    ),
+    "layout": (
+        "The job's parallel layout as inferred from the tagged communication, one row per key.",
+        [
+            ("key", "VARCHAR", "dp, tp, pp, cp, sp, ep, zero_stage, pp_schedule, microbatches, virtual_stages"),
+            ("value", "VARCHAR", "the value as JSON (null when unknown)"),
+            ("evidence", "VARCHAR", "why: what in the trace gave the value, or why it is unknown"),
         ],
     ),
     "load_issues": (

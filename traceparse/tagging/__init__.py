@@ -1,0 +1,1 @@
+"""Which parallelism strategy each communication operation serves, and the job's layout."""

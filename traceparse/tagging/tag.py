@@ -1,0 +1,54 @@
+"""Apply the tagging rules to comm_ops, then settle variants that depend on the whole group.
+
+A rule tags an operation with a strategy and a provisional variant. Two variants
+are properties of a group's whole pattern, not of one operation, and are set
+afterwards (PARALLELISM.md 3.1, 3.3):
+- DP: the ZeRO stage of the group, from which collectives it runs where:
+  parameters all-gathered again in backward -> zero3; gradients reduce-scattered
+  (parameters all-gathered only in forward) -> zero2; gradients all-reduced and
+  parameters broadcast or all-gathered by the optimizer -> zero1; gradients
+  all-reduced only -> zero0.
+- TP: megatron_sp when the group reduce-scatters or all-gathers activations
+  (Megatron sequence parallelism), else megatron.
+"""
+
+from .features import build_features
+from .rules import load_rules
+
+
+def tag_comm_ops(con):
+    build_features(con)
+    for rule in load_rules():
+        con.execute(
+            f"""UPDATE comm_ops c SET strategy = ?, variant = ?, rule_id = ?, confidence = ?
+                FROM (SELECT rank, op_id FROM comm_features WHERE coalesce(({rule.when}), false)) m
+                WHERE m.rank = c.rank AND m.op_id = c.op_id AND c.strategy IS NULL""",
+            [rule.strategy, rule.variant, rule.id, rule.confidence],
+        )
+    con.execute(
+        """
+        UPDATE comm_ops c SET variant = z.variant
+        FROM (
+            SELECT f.group_key,
+                   CASE WHEN bool_or(f.op = 'all_gather' AND f.phase = 'backward') THEN 'zero3'
+                        WHEN bool_or(f.op = 'reduce_scatter') THEN 'zero2'
+                        WHEN bool_or(f.op IN ('broadcast', 'all_gather') AND f.phase = 'optimizer') THEN 'zero1'
+                        ELSE 'zero0' END AS variant
+            FROM comm_features f JOIN comm_ops o ON o.rank = f.rank AND o.op_id = f.op_id
+            WHERE o.strategy = 'dp' GROUP BY f.group_key
+        ) z, comm_features f
+        WHERE c.strategy = 'dp' AND f.rank = c.rank AND f.op_id = c.op_id
+          AND f.group_key IS NOT DISTINCT FROM z.group_key
+        """
+    )
+    con.execute(
+        """
+        UPDATE comm_ops c SET variant = 'megatron_sp'
+        FROM comm_features f
+        WHERE c.strategy = 'tp' AND f.rank = c.rank AND f.op_id = c.op_id
+          AND f.group_key IN (SELECT f2.group_key FROM comm_features f2 JOIN comm_ops o
+                                ON o.rank = f2.rank AND o.op_id = f2.op_id
+                              WHERE o.strategy = 'tp' AND o.op IN ('reduce_scatter', 'all_gather')
+                                AND f2.phase IN ('forward', 'backward'))
+        """
+    )
