@@ -30,6 +30,14 @@ def store_options(f):
     return f
 
 
+def layout_option(f):
+    return click.option(
+        "--layout",
+        help="What you know of the layout, checked against the trace: 'dp=4,tp=2,pp=2' or a TOML file "
+        "(also kv_heads, experts, layers, ranks_per_node for the lint).",
+    )(f)
+
+
 class Main(click.Group):
     def invoke(self, ctx):
         try:
@@ -50,12 +58,15 @@ def main():
 @store_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", default=10, show_default=True, help="How many of the heaviest kernels/ops to show.")
-def analyze(paths, db, no_cache, allow_mixed, fmt, top):
+@layout_option
+def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
+    from .report.layout import parse_stated
     from .report.summary import document
 
+    stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
-        doc = document(con, JSON_VERSION, top)
+        doc = document(con, JSON_VERSION, top, stated)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
@@ -126,6 +137,65 @@ def _print_relation(rel, fmt):
 
 
 @main.command()
+@click.argument("paths", nargs=-1, required=True)
+@store_options
+@layout_option
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def layout(paths, db, no_cache, allow_mixed, layout, fmt):
+    """Print the layout inferred from PATHS, with its evidence, checked against --layout."""
+    from .report.layout import compare_stated, inferred_layout, lint, parse_stated
+    from .report.text import render_layout
+
+    stated = parse_stated(layout)
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        lay = inferred_layout(con)
+        doc = {"layout": lay, "layout_check": {"stated": compare_stated(lay, stated), "lint": lint(con, lay, stated)}}
+    click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_layout(doc))
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@store_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def tags(paths, db, no_cache, allow_mixed, fmt):
+    """Print how the communication of PATHS was tagged: strategy, variant, op, rule; and what stayed untagged."""
+    from .report.layout import tags as tag_rows
+    from .report.layout import untagged
+    from .report.text import mb, ms, pct, table
+
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        rows, u = tag_rows(con), untagged(con)
+    if fmt == "json":
+        click.echo(json.dumps({"tags": rows, "untagged": u}, indent=2, default=str))
+        return
+    click.echo(table(
+        ["strategy", "variant", "op", "rule", "confidence", "ops", "ranks", "a group", "bytes in", "time"],
+        [[r["strategy"], r["variant"] or "", r["op"], r["rule_id"] or "", r["confidence"] or "", r["ops"], r["ranks"],
+          r["a_group"] or "?", mb(r["bytes_in"]), ms(r["time_ns"])] for r in rows],
+    ))
+    share = "-" if u["time_fraction"] is None else pct(u["time_fraction"])
+    click.echo(f"untagged: {u['ops']} of {u['all_ops']} operations, {share} of communication time")
+
+
+@main.group()
+def rules():
+    """Rule files."""
+
+
+@rules.command("validate")
+def rules_validate():
+    """Check every tagging rule file: schema, unique ids, a valid predicate, its examples."""
+    from .tagging.rules import rule_files, validate
+
+    problems = validate()
+    for p in problems:
+        click.echo(f"traceparse: rule error: {p}", err=True)
+    if problems:
+        sys.exit(2)
+    click.echo(f"{len(rule_files())} rule files valid")
+
+
+@main.command()
 def schema():
     """Print the store's tables and columns (Markdown)."""
     from .store.schema import markdown
@@ -138,9 +208,20 @@ def schema():
 def explain(ident):
     """Print the definition of a metric, check or rule."""
     from .metrics import METRICS
+    from .tagging.rules import load_rules
 
+    rule = next((r for r in load_rules() if r.id == ident), None)
+    if rule:
+        click.echo(f"{rule.id}: {rule.title}\n  tags: {rule.strategy} / {rule.variant} (priority {rule.priority}, "
+                   f"confidence {rule.confidence})\n  when: {rule.when}\n  why: {rule.why}")
+        for ex in rule.must_match:
+            click.echo(f"  matches: {ex}")
+        for ex in rule.must_not_match:
+            click.echo(f"  does not match: {ex}")
+        return
     if ident not in METRICS:
-        click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(sorted(METRICS))}", err=True)
+        known = sorted(METRICS) + [r.id for r in load_rules()]
+        click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
         sys.exit(2)
     title, definition, denominator = METRICS[ident]
     click.echo(f"{ident}: {title}\n  definition: {definition}\n  reported as: {denominator}")

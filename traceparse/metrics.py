@@ -33,4 +33,22 @@ METRICS = {
         "total duration of GPU kernels by name; on CPU-only traces, total inclusive duration of cpu_op events by name",
         "share = total / sum over all names of the same kind",
     ),
+    "layout": (
+        "Inferred layout",
+        "degrees = size of the groups whose operations carry each strategy; dp = world / (tp x pp x cp x sp x ep); "
+        "zero_stage from the data-parallel groups' pattern; pipeline m and v from the first stage's sends "
+        "(m x v to the second stage, m x (v - 1) wrapping around from the last) or the schedule annotations",
+        "each value with its evidence; null when unknown (PARALLELISM.md 1, 3.1, 3.2)",
+    ),
+    "collectives": (
+        "Collectives per rank per step",
+        "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "
+        "summed over the profiled steps",
+        "divided by (ranks x profiled steps); without steps, by ranks",
+    ),
+    "untagged": (
+        "Untagged communication",
+        "comm_ops rows no tagging rule matched",
+        "share = their time / all communication time",
+    ),
 }

@@ -3,6 +3,8 @@
 import json
 
 from ..intervals import union_sql
+from .layout import collectives, compare_stated, inferred_layout, lint, untagged
+from .query import rows
 
 WINDOW = """
     SELECT r.rank,
@@ -10,12 +12,6 @@ WINDOW = """
            coalesce(max(s.end_ns), (SELECT max(ts_ns + dur_ns) FROM events e WHERE e.rank = r.rank)) AS w_end
     FROM ranks r LEFT JOIN steps s ON s.rank = r.rank GROUP BY r.rank
 """
-
-
-def rows(con, sql, params=None):
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def run_info(con) -> dict:
@@ -129,11 +125,17 @@ def summary(con, top=10) -> dict:
     }
 
 
-def document(con, version: int, top=10) -> dict:
+def document(con, version: int, top=10, stated=None) -> dict:
     """The machine-readable result of ``analyze``."""
+    layout = inferred_layout(con)
+    stated = stated or {}
     return json.loads(json.dumps({
         "version": version,
         "run": run_info(con),
         "load_issues": load_issues(con),
+        "layout": layout,
+        "layout_check": {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)},
+        "collectives": collectives(con),
+        "untagged": untagged(con),
         "summary": summary(con, top),
     }, default=str))

@@ -28,6 +28,10 @@ def render(doc: dict) -> str:
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
         f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
         "",
+        render_layout(doc),
+        "",
+        render_collectives(doc),
+        "",
         "per rank (explain: step_time, comm_time)",
         table(
             ["rank", "steps", "step mean", "step max", "window", "comm ops", "comm time", "comm %"],
@@ -73,3 +77,36 @@ def _issues(issues):
     lines = [f"load issues ({len(issues)}):"]
     lines += [f"  {i['severity']}: {i['file'] or 'run'}: {i['what']}" for i in issues]
     return "\n".join(lines)
+
+
+def render_layout(doc) -> str:
+    lay = doc["layout"]
+    keys = ["dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages"]
+    out = ["layout (inferred; explain: layout)", "  " + "  ".join(f"{k}={_val(lay[k])}" for k in keys)]
+    out += [f"  {k}: {lay['evidence'][k]}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
+    check = doc.get("layout_check", {})
+    for c in check.get("stated", []):
+        out.append(f"  stated {c['key']}={c['stated']}: {c['status']} (inferred {_val(c['inferred'])})")
+    out += [f"  warning: {w}" for w in check.get("lint", [])]
+    return "\n".join(out)
+
+
+def render_collectives(doc) -> str:
+    rows = doc["collectives"]
+    if not rows:
+        return "collectives: none"
+    u = doc["untagged"]
+    share = "-" if u["time_fraction"] is None else pct(u["time_fraction"])
+    return "\n".join([
+        "collectives per rank per step (explain: collectives)",
+        table(
+            ["strategy", "variant", "op", "count", "bytes", "time", "rule"],
+            [[r["strategy"], r["variant"] or "", r["op"], r["count"], mb(r["bytes_per_rank_per_step"]),
+              ms(r["time_per_rank_per_step_ns"]), r["rule_id"] or ""] for r in rows],
+        ),
+        f"untagged: {u['ops']} of {u['all_ops']} operations, {share} of communication time",
+    ])
+
+
+def _val(v):
+    return "?" if v is None else v

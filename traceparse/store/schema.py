@@ -207,9 +207,24 @@ def ddl() -> str:
     return "\n".join(parts)
 
 
+FEATURES_COMMENT = "What tagging rules see, one row per comm_ops row (built with the tags; rules/tags/*.toml are predicates over it)."
+
+
+def features_comments() -> str:
+    from ..tagging.features import COLUMNS
+
+    parts = [f"COMMENT ON TABLE comm_features IS {_q(FEATURES_COMMENT)};"]
+    parts += [f"COMMENT ON COLUMN comm_features.{c} IS {_q(doc)};" for c, (_, doc) in COLUMNS.items()]
+    return "\n".join(parts)
+
+
 def markdown() -> str:
+    from ..tagging.features import COLUMNS
+
     out = []
-    for table, (comment, cols) in TABLES.items():
+    tables = dict(TABLES)
+    tables["comm_features"] = (FEATURES_COMMENT, [(c, t, doc) for c, (t, doc) in COLUMNS.items()])
+    for table, (comment, cols) in tables.items():
         out.append(f"### `{table}`\n\n{comment}\n\n| column | type | meaning |\n|---|---|---|")
         out.extend(f"| `{c}` | {t} | {doc} |" for c, t, doc in cols)
         out.append("")

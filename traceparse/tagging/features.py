@@ -35,4 +35,7 @@ COLUMNS = {
 
 
 def build_features(con):
+    from ..store.schema import features_comments
+
     con.execute(files("traceparse.tagging").joinpath("features.sql").read_text())
+    con.execute(features_comments())

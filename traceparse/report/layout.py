@@ -1,0 +1,127 @@
+"""The layout and tag sections of a report: inferred layout, user-stated checks, lint, collectives."""
+
+import json
+import tomllib
+from pathlib import Path
+
+from ..errors import TraceError
+from ..tagging.layout import KEYS
+from .query import rows
+
+INT_KEYS = {"dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages",
+            "kv_heads", "experts", "layers", "ranks_per_node"}
+STATED_KEYS = set(KEYS) | {"kv_heads", "experts", "layers", "ranks_per_node"}
+
+
+def inferred_layout(con) -> dict:
+    got = {k: (json.loads(v), why) for k, v, why in con.execute("SELECT key, value, evidence FROM layout").fetchall()}
+    doc = {k: got.get(k, (None, "not inferred"))[0] for k in KEYS}
+    doc["evidence"] = {k: got.get(k, (None, "not inferred"))[1] for k in KEYS}
+    return doc
+
+
+def parse_stated(text: str | None) -> dict:
+    """``dp=4,tp=2`` or the path of a TOML file (top-level keys, optional [model] table)."""
+    if not text:
+        return {}
+    if Path(text).is_file():
+        try:
+            data = tomllib.loads(Path(text).read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise TraceError(text, f"not a TOML layout file ({e})") from None
+        data.update(data.pop("model", {}))
+    else:
+        data = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            if "=" not in part:
+                raise TraceError(None, f"--layout: expected key=value, got {part!r}")
+            k, v = (s.strip() for s in part.split("=", 1))
+            data[k] = v
+    unknown = set(data) - STATED_KEYS
+    if unknown:
+        raise TraceError(None, f"--layout: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
+    try:
+        return {k: int(v) if k in INT_KEYS else v for k, v in data.items()}
+    except ValueError as e:
+        raise TraceError(None, f"--layout: {e}") from None
+
+
+def compare_stated(layout: dict, stated: dict) -> list[dict]:
+    """Each stated layout key against the inferred value; the trace's evidence is never overridden."""
+    out = []
+    for k in KEYS:
+        if k not in stated:
+            continue
+        got = layout.get(k)
+        status = "not inferred" if got is None else "agrees" if got == stated[k] else "contradicts"
+        out.append({"key": k, "stated": stated[k], "inferred": got, "status": status,
+                    "evidence": layout["evidence"][k]})
+    return out
+
+
+def lint(con, layout: dict, stated: dict) -> list[str]:
+    """Warnings from the bounds of PARALLELISM.md section 4 [II.IV]."""
+    warnings = []
+    per_node = stated.get("ranks_per_node") or con.execute(
+        "SELECT CASE WHEN count(host) = count(*) THEN max(n) END FROM "
+        "(SELECT host, count(*) AS n FROM ranks GROUP BY host)"
+    ).fetchone()[0]
+    tp, sp, ep, pp = (layout.get(k) for k in ("tp", "sp", "ep", "pp"))
+    if tp and per_node and tp > per_node:
+        warnings.append(f"tp = {tp} spans more ranks than a node holds ({per_node}): TP traffic leaves the node (PARALLELISM.md 3.3, 4)")
+    kv = stated.get("kv_heads")
+    for name, degree in (("tp", tp), ("Ulysses sp", sp)):
+        if degree and kv and degree > kv:
+            warnings.append(f"{name} = {degree} exceeds the {kv} key/value heads (PARALLELISM.md 3.3, 3.4, 4)")
+    if ep and stated.get("experts") and ep > stated["experts"]:
+        warnings.append(f"ep = {ep} exceeds the {stated['experts']} experts (PARALLELISM.md 3.5, 4)")
+    if pp and stated.get("layers") and pp > stated["layers"]:
+        warnings.append(f"pp = {pp} exceeds the {stated['layers']} layers (PARALLELISM.md 3.2, 4)")
+    return warnings
+
+
+def collectives(con) -> list[dict]:
+    """One row per (strategy, variant, op): counts, bytes and time per rank per profiled step."""
+    return rows(
+        con,
+        """
+        WITH n AS (SELECT (SELECT count(*) FROM ranks) AS ranks,
+                          greatest((SELECT count(DISTINCT step) FROM steps), 1) AS steps,
+                          (SELECT count(*) > 0 FROM steps) AS stepped)
+        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
+               round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
+               round(sum(coalesce(bytes_in, 0)) / any_value(n.ranks * n.steps)) AS bytes_per_rank_per_step,
+               round(sum(coalesce(exec_dur_ns, host_dur_ns)) / any_value(n.ranks * n.steps)) AS time_per_rank_per_step_ns,
+               count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
+               any_value(rule_id) AS rule_id
+        FROM comm_ops, n
+        WHERE step IS NOT NULL OR NOT n.stepped
+        GROUP BY 1, 2, 3 ORDER BY strategy, variant, op
+        """,
+    )
+
+
+def untagged(con) -> dict:
+    r = rows(
+        con,
+        """
+        SELECT count(*) FILTER (WHERE strategy IS NULL) AS ops, count(*) AS all_ops,
+               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)) FILTER (WHERE strategy IS NULL), 0) AS time_ns,
+               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)), 0) AS all_time_ns
+        FROM comm_ops
+        """,
+    )[0]
+    r["time_fraction"] = round(r["time_ns"] / r["all_time_ns"], 4) if r["all_time_ns"] else None
+    return r
+
+
+def tags(con) -> list[dict]:
+    return rows(
+        con,
+        """
+        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op, rule_id, confidence,
+               count(*) AS ops, count(DISTINCT rank) AS ranks, list_sort(any_value(group_ranks))::VARCHAR AS a_group,
+               sum(bytes_in)::BIGINT AS bytes_in, sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns
+        FROM comm_ops GROUP BY ALL ORDER BY strategy, variant, op, rule_id
+        """,
+    )
