@@ -7,9 +7,9 @@ never copied from traceparse's output.
 from __future__ import annotations
 
 import decimal
-import math
 import gzip
 import json
+import math
 import re
 from collections import Counter, defaultdict
 from functools import lru_cache

@@ -6,7 +6,6 @@ into place only when complete, so a failed load leaves nothing half-written.
 
 import hashlib
 import multiprocessing
-import json
 import os
 import shutil
 import tempfile
