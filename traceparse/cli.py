@@ -59,7 +59,8 @@ def main():
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", default=10, show_default=True, help="How many of the heaviest kernels/ops to show.")
 @layout_option
-def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout):
+@click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
+def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
     from .report.layout import parse_stated
     from .report.summary import document
@@ -76,6 +77,11 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout):
         from .report.text import render
 
         click.echo(render(doc))
+    order = {"ok": 0, "warn": 1, "fail": 2}
+    breached = [cid for cid, c in doc["checks"].items() if fail_on and order.get(c["status"], -1) >= order[fail_on]]
+    if breached:
+        click.echo(f"traceparse: checks at or above {fail_on}: {', '.join(breached)}", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -210,6 +216,13 @@ def explain(ident):
     from .metrics import METRICS
     from .tagging.rules import load_rules
 
+    from .checks import specs
+
+    check = specs().get(ident)
+    if check:
+        click.echo(f"{check.id}: {check.title}\n  definition: {check.definition}\n  numerator: {check.numerator}\n"
+                   f"  denominator: {check.denominator}\n  needs: {check.needs}\n  notes: {check.notes}")
+        return
     rule = next((r for r in load_rules() if r.id == ident), None)
     if rule:
         click.echo(f"{rule.id}: {rule.title}\n  tags: {rule.strategy} / {rule.variant} (priority {rule.priority}, "
@@ -220,7 +233,7 @@ def explain(ident):
             click.echo(f"  does not match: {ex}")
         return
     if ident not in METRICS:
-        known = sorted(METRICS) + [r.id for r in load_rules()]
+        known = sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()]
         click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
         sys.exit(2)
     title, definition, denominator = METRICS[ident]

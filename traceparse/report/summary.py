@@ -127,8 +127,11 @@ def summary(con, top=10) -> dict:
 
 def document(con, version: int, top=10, stated=None) -> dict:
     """The machine-readable result of ``analyze``."""
+    from ..checks import run_checks
+
     layout = inferred_layout(con)
     stated = stated or {}
+    checks = run_checks(con, layout, stated)
     return json.loads(json.dumps({
         "version": version,
         "run": run_info(con),
@@ -137,5 +140,6 @@ def document(con, version: int, top=10, stated=None) -> dict:
         "layout_check": {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)},
         "collectives": collectives(con),
         "untagged": untagged(con),
+        "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
     }, default=str))

@@ -32,6 +32,8 @@ def render(doc: dict) -> str:
         "",
         render_collectives(doc),
         "",
+        render_checks(doc),
+        "",
         "per rank (explain: step_time, comm_time)",
         table(
             ["rank", "steps", "step mean", "step max", "window", "comm ops", "comm time", "comm %"],
@@ -110,3 +112,14 @@ def render_collectives(doc) -> str:
 
 def _val(v):
     return "?" if v is None else v
+
+
+def render_checks(doc) -> str:
+    out = ["checks (explain: <check>)"]
+    for cid, c in doc["checks"].items():
+        head = f"  {cid}: {c['status']}"
+        if c.get("reason"):
+            head += f" ({c['reason']})"
+        out.append(head)
+        out += [f"    - {f}" for f in c.get("findings", [])]
+    return "\n".join(out)

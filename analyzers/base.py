@@ -1,0 +1,50 @@
+"""What every check is made of: a spec that defines its numbers, and a result."""
+
+from dataclasses import dataclass, field
+
+STATUSES = ("ok", "warn", "fail", "not_applicable")
+
+
+@dataclass(frozen=True)
+class Spec:
+    id: str
+    title: str
+    definition: str  # what is measured, exactly
+    numerator: str
+    denominator: str
+    needs: str  # the data it requires
+    notes: str  # the section of PARALLELISM.md it comes from, and deliberate choices
+
+
+@dataclass
+class Result:
+    status: str
+    numbers: dict = field(default_factory=dict)  # the check's section of the JSON document
+    tables: dict = field(default_factory=dict)  # name -> list of row dicts, for detail and charts
+    findings: list = field(default_factory=list)  # one sentence each: what is off and the likely cause
+    reason: str | None = None  # why not applicable
+
+    def document(self) -> dict:
+        doc = {"status": self.status, **self.numbers, "findings": self.findings}
+        if self.reason:
+            doc["reason"] = self.reason
+        return doc
+
+
+def not_applicable(reason: str) -> Result:
+    return Result(status="not_applicable", reason=reason)
+
+
+def grade(value, warn, fail, higher_is_worse=True) -> str:
+    """ok / warn / fail of ``value`` against two thresholds (None value -> ok)."""
+    if value is None:
+        return "ok"
+    if higher_is_worse:
+        return "fail" if value >= fail else "warn" if value >= warn else "ok"
+    return "fail" if value <= fail else "warn" if value <= warn else "ok"
+
+
+def worst(statuses) -> str:
+    order = {"ok": 0, "warn": 1, "fail": 2}
+    graded = [s for s in statuses if s in order]
+    return max(graded, key=order.get) if graded else "ok"

@@ -1,0 +1,17 @@
+"""The memory check (being written)."""
+
+from .base import Spec, not_applicable
+
+SPEC = Spec(
+    id="memory",
+    title="memory",
+    definition="not yet defined",
+    numerator="-",
+    denominator="-",
+    needs="-",
+    notes="-",
+)
+
+
+def run(ctx):
+    return not_applicable("this check is not implemented yet")

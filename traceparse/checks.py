@@ -1,0 +1,13 @@
+"""Run every check (traceparse.analyzers) on a store."""
+
+from .analyzers import analyzers
+from .analyzers.context import Context, thresholds
+
+def run_checks(con, layout: dict, stated: dict) -> dict:
+    """{check id: Result}, in report order."""
+    limits = thresholds()
+    return {m.SPEC.id: m.run(Context(con, layout, stated, limits.get(m.SPEC.id, {}))) for m in analyzers()}
+
+
+def specs() -> dict:
+    return {m.SPEC.id: m.SPEC for m in analyzers()}
