@@ -1,17 +1,313 @@
-"""The bubble check (being written)."""
+"""Pipeline bubble: the share of each step in which a pipeline stage computes nothing (PARALLELISM.md 3.2).
 
-from .base import Spec, not_applicable
+Three numbers, each a fraction of the step: the notes' formula for the schedule (expected), the
+reconstructed order of forward/backward work replayed with equal costs (simulated), and the trace
+(measured). The reconstruction reads schedule annotations when the trace has them (`PP:<stage><F|B><mb>`
+of interleaved schedules, `Forward i` / `Backward i` of GPipe), else cuts the main thread's compute into
+forward blocks (ops outside autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
+"""
+
+import re
+import statistics
+from collections import defaultdict
+from fractions import Fraction
+from importlib.resources import files
+
+from .base import Result, Spec, grade, not_applicable
 
 SPEC = Spec(
     id="bubble",
-    title="bubble",
-    definition="not yet defined",
-    numerator="-",
-    denominator="-",
-    needs="-",
-    notes="-",
+    title="Pipeline bubble",
+    definition=(
+        "Per pipeline rank and profiled step: bubble = 1 - compute / step time. Compute = union of the main "
+        "thread's CPU ops (the thread with ProfilerStep#N) minus the union of its communication and wait calls "
+        "(c10d::*, _c10d_functional::*, record_param_comms, nccl:*, gloo:*) and all nested in them; on a rank "
+        "with GPU kernels, the union of its non-communication kernels instead; both clipped to the step. "
+        "measured = mean over every pipeline rank and step. expected = the notes' formula for the schedule: "
+        "(N_PP - 1)/(m + N_PP - 1) for GPipe and 1F1B, (N_PP - 1)/(v m + N_PP - 1) interleaved, a fraction of "
+        "the step; expected_megatron = (N_PP - 1)/(v m), Megatron's bubble relative to the ideal (bubble-free) "
+        "time. simulated = the reconstructed per-rank order of forward (F) and backward (B) work per "
+        "micro-batch and virtual stage replayed with F = B = 1 time unit (simulated_b2f: B = 2 F), F of stage "
+        "s after F of stage s-1, B of stage s after B of stage s+1 and F of stage s, no communication time; "
+        "idle / makespan, mean over ranks. excess = measured - expected. bottleneck_stage = the stage with "
+        "the most compute per step (mean over its ranks and steps)."
+    ),
+    numerator="time in the step without compute on the stage's main thread (or GPU)",
+    denominator="step time (ProfilerStep#N of that rank)",
+    needs="pp-tagged send/recv in comm_ops with their groups, ProfilerStep annotations, CPU ops of the main "
+          "thread (or GPU kernels); the layout's pp, schedule, m and v",
+    notes=(
+        "PARALLELISM.md 3.2 (bubble fraction with m + N_PP - 1 in the denominator, equal F/B cost; Megatron's "
+        "(N_PP - 1)/m is relative to ideal time; the slowest stage sets the pace). Choices: the stage of a rank "
+        "is its position in its pp group's group_ranks (interleaved: the rank holds stages p, p + N_PP, ...); "
+        "schedule, m and v come from the inferred layout, else from what the user stated, else from the "
+        "reconstruction; any time without compute counts as bubble, also Python overhead between ops and "
+        "non-pp communication on the main thread (TP all-reduces, DP gradient sync), so the measured bubble "
+        "bounds the schedule's from above; on CPU, compute is the main thread's ops (the fixtures run with "
+        "torch.set_num_threads(1)). Compute blocks without annotations (backward = autograd::engine ops on "
+        "the main thread, as on CPU; on GPU, where autograd runs on its own thread, only annotations work): "
+        "what precedes the first forward run and follows the last backward run (loss sums, gradient scaling) and runs shorter than 10% of the upper quartile of their kind (a detach, a tensor_split) are not actions. "
+        "Zero-bubble actions (I, W) are not reconstructed. Status from excess ([bubble] warn_excess/fail_excess)."
+    ),
 )
+
+FORMULAS = {
+    "gpipe": "(N_PP - 1) / (m + N_PP - 1)",
+    "1f1b": "(N_PP - 1) / (m + N_PP - 1)",
+    "interleaved_1f1b": "(N_PP - 1) / (v m + N_PP - 1)",
+}
+MARK = re.compile(r"PP:(\d+)([FB])(\d+)|(Forward|Backward) (\d+)")
+IMBALANCED = 0.10  # a stage computing more than 1.1x the mean is called the cause of the excess
+SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
+
+
+def expected_bubble(schedule, n, m, v=1):
+    """The notes' bubble fraction of the step (PARALLELISM.md 3.2), or None when a term is unknown."""
+    if schedule not in FORMULAS or not n or not m:
+        return None
+    vm = (v or 1) * m if schedule == "interleaved_1f1b" else m
+    return (n - 1) / (vm + n - 1)
+
+
+def simulate(orders, backward=1.0):
+    """Replay {rank: [(kind, stage, mb), ...]} with F = 1 and B = ``backward`` time units.
+
+    F(s, i) waits for F(s - 1, i); B(s, i) for B(s + 1, i) and F(s, i); each rank runs its list in order.
+    Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (missing or
+    cyclic work).
+    """
+    cost = {"F": Fraction(1), "B": Fraction(backward)}
+    last = max(s for acts in orders.values() for _, s, _ in acts)
+    done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, Fraction(0))
+    progress = True
+    while progress:
+        progress = False
+        for r, acts in orders.items():
+            while pos[r] < len(acts):
+                k, s, i = acts[pos[r]]
+                deps = [("F", s - 1, i)] if k == "F" and s > 0 else []
+                if k == "B":
+                    deps = [("F", s, i)] + ([("B", s + 1, i)] if s < last else [])
+                if any(d not in done for d in deps):
+                    break
+                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost[k]
+                pos[r] += 1
+                progress = True
+    if any(pos[r] < len(acts) for r, acts in orders.items()):
+        return None
+    span = max(free.values())
+    return {r: 1 - sum(cost[k] for k, _, _ in acts) / span for r, acts in orders.items()}
+
+
+def _marks(rows, position):
+    acts = []
+    for row in rows:
+        g = MARK.fullmatch(row["name"])
+        if g and g[1] is not None:
+            acts.append((g[2], int(g[1]), int(g[3])))
+        elif g:
+            acts.append((g[4][0], position, int(g[5])))
+    return acts
+
+
+def _blocks(tops, opts, position):
+    """Forward/backward blocks of compute between the pp send/recv calls, numbered in order."""
+    runs = []  # [kind, duration], "C" = a pp boundary
+    for t in tops:
+        if any(o["s"] <= t["s"] and t["e"] <= o["e"] for o in opts):
+            continue  # optimizer
+        kind = "C" if t["pp"] else None if t["comm"] else "B" if t["name"].startswith("autograd::") else "F"
+        if kind is None:
+            continue  # other communication does not end a block
+        if runs and runs[-1][0] == kind and kind != "C":
+            runs[-1][1] += t["e"] - t["s"]
+        else:
+            runs.append([kind, t["e"] - t["s"]])
+    kinds = [k for k, _ in runs]
+    if "B" in kinds:  # a step's schedule starts with a forward and ends with a backward (then loss sums, scaling)
+        runs = runs[kinds.index("F") if "F" in kinds else 0:len(kinds) - kinds[::-1].index("B")]
+    ref = {k: sorted([d for kk, d in runs if kk == k], reverse=True) for k in "FB"}
+    ref = {k: d[len(d) // 4] if d else 0 for k, d in ref.items()}  # upper quartile: robust to one slow outlier
+    kinds = [k for k, d in runs if k == "C" or d >= SMALL_RUN * ref[k]]
+    merged = [k for j, k in enumerate(kinds) if k == "C" or j == 0 or kinds[j - 1] != k]
+    count, acts = defaultdict(int), []
+    for k in merged:
+        if k != "C":
+            acts.append((k, position, count[k]))
+            count[k] += 1
+    return acts
+
+
+def _span(pieces, grp):
+    return sum(x["e"] - x["s"] for x in pieces.get(grp, []))
+
+
+def _kind(orders, v):
+    if v > 1:
+        return "interleaved_1f1b"
+    gpipe = all(max((j for j, a in enumerate(acts) if a[0] == "F"), default=-1)
+                < min((j for j, a in enumerate(acts) if a[0] == "B"), default=len(acts)) for acts in orders.values())
+    return "gpipe" if gpipe else "1f1b"
+
+
+def _reconstruct(by_rank_step, groups, steps):
+    """{(group, step): {rank: actions}}, the source, and (schedule, m, v) when every group agrees."""
+    out, sources, shapes = {}, set(), set()
+    for group in groups:
+        for step in steps:
+            orders = {}
+            for rank in group:
+                rows = by_rank_step.get((rank, step), {})
+                acts = _marks(rows.get("mark", []), group.index(rank))
+                if acts:
+                    sources.add("PP:<stage><action><mb> annotations" if rows["mark"][0]["name"].startswith("PP:")
+                                else "Forward i / Backward i annotations")
+                else:
+                    acts = _blocks(rows.get("top", []), rows.get("opt", []), group.index(rank))
+                    sources.add("compute blocks between pp send/recv")
+                orders[rank] = acts
+            out[(group, step)] = orders
+            per_rank = [(sum(a[0] == "F" for a in acts), sum(a[0] == "B" for a in acts),
+                         len({a[1] for a in acts})) for acts in orders.values()]
+            if per_rank and len(set(per_rank)) == 1 and per_rank[0][0] == per_rank[0][1] and per_rank[0][2]:
+                f, _, v = per_rank[0]
+                shapes.add((_kind(orders, v), f // v, v) if f % v == 0 else None)
+            else:
+                shapes.add(None)
+    shape = shapes.pop() if len(shapes) == 1 else None
+    return out, " and ".join(sorted(sources)), shape
 
 
 def run(ctx):
-    return not_applicable("this check is not implemented yet")
+    pp = ctx.layout.get("pp") or ctx.stated.get("pp")
+    if not pp or pp == 1:
+        return not_applicable("pp = 1: no pipeline parallelism in the layout")
+    grp_rows = ctx.rows("SELECT DISTINCT rank, group_ranks FROM comm_ops WHERE strategy = 'pp'")
+    if not grp_rows:
+        return not_applicable("no pp-tagged communication (send/recv between pipeline stages)")
+    groups = sorted({tuple(r["group_ranks"]) for r in grp_rows if r["group_ranks"]})
+    if not groups:  # groups unknown: the ranks that talk pp, in rank order
+        groups = [tuple(sorted({r["rank"] for r in grp_rows}))]
+    stage_of = {rank: g.index(rank) for g in groups for rank in g}
+
+    step_ns = {(r["rank"], r["step"]): r["dur_ns"] for r in ctx.rows("SELECT rank, step, dur_ns FROM steps")}
+    by = defaultdict(lambda: defaultdict(list))
+    for row in ctx.rows(files("traceparse.analyzers").joinpath("bubble.sql").read_text()):
+        if row["rank"] in stage_of:
+            by[(row["rank"], row["step"])][row["grp"]].append(row)
+    gpu = {rank for (rank, _), g in by.items() if g.get("kernel")}
+    steps = sorted({s for (rank, s) in step_ns if rank in stage_of})
+    if not steps:
+        return not_applicable("no ProfilerStep#N windows on the pipeline ranks")
+
+    # measured
+    per = []
+    for (rank, step), dur in sorted(step_ns.items()):
+        if rank not in stage_of or not dur:
+            continue
+        g = by.get((rank, step), {})
+        busy = _span(g, "kernel") if rank in gpu else _span(g, "top") - _span(g, "comm")
+        per.append({"stage": stage_of[rank], "rank": rank, "step": step, "compute_ns": busy, "step_ns": dur,
+                    "measured": 1 - busy / dur})
+    measured = statistics.fmean(p["measured"] for p in per)
+    per_stage = []
+    for rank in sorted(stage_of):
+        mine = [p for p in per if p["rank"] == rank]
+        if mine:
+            per_stage.append({"stage": stage_of[rank], "rank": rank,
+                              "measured": statistics.fmean(p["measured"] for p in mine),
+                              "compute_ns": round(statistics.fmean(p["compute_ns"] for p in mine)),
+                              "step_ns": round(statistics.fmean(p["step_ns"] for p in mine))})
+    stage_compute = defaultdict(list)
+    for p in per_stage:
+        stage_compute[p["stage"]].append(p["compute_ns"])
+    stage_mean = {s: statistics.fmean(c) for s, c in stage_compute.items()}
+    bottleneck = max(stage_mean, key=stage_mean.get)
+
+    # reconstructed schedule and its ideal replay
+    orders, source, shape = _reconstruct(by, groups, steps)
+    sims = {b: [simulate(o, b) if o and all(o.values()) else None for o in orders.values()] for b in (1, 2)}
+    simulated = {b: float(sum(sum(s.values()) / len(s) for s in sims[b]) / len(sims[b])) if all(sims[b]) else None
+                 for b in sims}
+
+    # expected: inferred layout, else stated, else reconstructed
+    rec = dict(zip(("pp_schedule", "microbatches", "virtual_stages"), shape or (None, None, None)))
+    chosen, origin = {}, {}
+    for k in rec:
+        for where, src in (("inferred", ctx.layout), ("stated", ctx.stated), ("reconstructed", rec)):
+            if src.get(k) is not None:
+                chosen[k], origin[k] = src[k], where
+                break
+        else:
+            chosen[k], origin[k] = None, "unknown"
+    schedule, m, v = chosen["pp_schedule"], chosen["microbatches"], chosen["virtual_stages"] or 1
+    expected = expected_bubble(schedule, pp, m, v)
+    megatron = (pp - 1) / (v * m) if expected is not None else None
+    excess = measured - expected if expected is not None else None
+
+    status = grade(excess, ctx.limits.get("warn_excess", 0.10), ctx.limits.get("fail_excess", 0.25))
+    findings = []
+    if excess is not None and status != "ok":
+        spread = stage_mean[bottleneck] / statistics.fmean(stage_mean.values())
+        why = (f"stage {bottleneck} computes {spread:.2f}x the stages' mean per step and sets the pace: move layers "
+               f"off it" if spread > 1 + IMBALANCED else
+               f"the stages compute about equally (the most, stage {bottleneck}, {spread:.2f}x the mean), so the "
+               f"excess is waiting in send/recv beyond the schedule (point-to-point latency, CPU contention, "
+               f"exposed non-pipeline communication)")
+        findings.append(f"The measured bubble {measured:.1%} exceeds the {schedule} formula's {expected:.1%} "
+                        f"(N_PP={pp}, m={m}{f', v={v}' if v > 1 else ''}) by {excess:.1%}: {why}.")
+    if shape and any(origin[k] != "reconstructed" and chosen[k] != rec[k] and not (k == "virtual_stages"
+                     and (chosen[k] or 1) == rec[k]) for k in rec):
+        findings.append(f"The reconstructed schedule ({rec['pp_schedule']}, m={rec['microbatches']}, "
+                        f"v={rec['virtual_stages']}) differs from the layout's ({schedule}, m={m}, v={v}): "
+                        f"the expected bubble may use the wrong formula.")
+    if expected is not None and simulated[1] is not None and abs(simulated[1] - expected) > 1e-9:
+        findings.append(f"Replayed with equal costs, the reconstructed order idles {simulated[1]:.1%} of the step, "
+                        f"not the formula's {expected:.1%}: the schedule is not the textbook {schedule}.")
+    if shape is None:
+        findings.append("The forward/backward order could not be reconstructed consistently on every stage "
+                        f"(from {source}), so there is no simulated bubble.")
+
+    return Result(
+        status=status if expected is not None else "ok",
+        numbers={
+            "expected": expected,
+            "expected_formula": FORMULAS.get(schedule, "unknown schedule"),
+            "expected_megatron": megatron,
+            "simulated": simulated[1],
+            "simulated_b2f": simulated[2],
+            "measured": measured,
+            "excess": excess,
+            "per_stage": per_stage,
+            "bottleneck_stage": bottleneck,
+            "schedule": schedule,
+            "microbatches": m,
+            "virtual_stages": v,
+            "n_pp": pp,
+            "source": origin,
+            "reconstructed": {**rec, "from": source},
+            "definitions": {
+                "expected": f"{FORMULAS.get(schedule, '?')} with N_PP={pp}, m={m}, v={v}: idle share of the step "
+                            "(m + N_PP - 1 in the denominator), equal F/B cost (PARALLELISM.md 3.2)",
+                "expected_megatron": "(N_PP - 1) / (v m): Megatron's bubble relative to the ideal time, not a "
+                                     "share of the step",
+                "simulated": "reconstructed F/B order per rank replayed with F = B = 1, no communication time: "
+                             "idle / makespan, mean over ranks (share of the step)",
+                "simulated_b2f": "the same with B = 2 F",
+                "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
+                            "main-thread CPU ops minus communication calls (GPU: non-communication kernels)",
+                "excess": "measured - expected (share of the step)",
+                "per_stage": "per rank: its stage (position in its pp group), measured bubble, compute and step "
+                             "time (mean over steps, ns)",
+                "bottleneck_stage": "the stage with the most compute per step (mean over its ranks)",
+            },
+        },
+        tables={
+            "per_rank_step": per,
+            "schedule": [{"rank": rank, "stage": stage_of[rank], "step": step,
+                          "order": " ".join(f"{k}{i}" + (f"@{s}" if rec["virtual_stages"] and rec["virtual_stages"] > 1
+                                                           else "") for k, s, i in acts)}
+                         for (group, step), o in orders.items() for rank, acts in o.items()],
+        },
+        findings=findings,
+    )

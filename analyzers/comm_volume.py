@@ -1,17 +1,222 @@
-"""The comm_volume check (being written)."""
+"""comm_volume: bytes each strategy moves per rank per step, against the notes' formulas (PARALLELISM.md 3, 4)."""
 
-from .base import Spec, not_applicable
+from importlib.resources import files
+
+from . import model_facts as mf
+from .base import Result, Spec, grade, not_applicable, worst
 
 SPEC = Spec(
     id="comm_volume",
-    title="comm_volume",
-    definition="not yet defined",
-    numerator="-",
-    denominator="-",
-    needs="-",
-    notes="-",
+    title="Communication volume: measured vs expected per strategy",
+    definition=(
+        "Per strategy, the bytes a device sends per profiled step in the notes' metric (PARALLELISM.md 2: "
+        "all-reduce 2 x size, reduce-scatter / all-gather / all-to-all / broadcast the full size, send the size, "
+        "recv 0; i.e. nccl-tests' bus bytes scaled back by n/(n-1)), averaged over the loaded ranks, divided by "
+        "the notes' formula evaluated from the model and layout. Per (strategy, variant, op) also the raw "
+        "message bytes (bytes_in, bytes_out), the bus bytes (all-reduce 2(n-1)/n size, reduce-scatter, "
+        "all-gather, all-to-all (n-1)/n of the full size, send/recv/broadcast the size) and, on GPU traces, "
+        "the median algorithm bandwidth (size / execution time) and bus bandwidth (bus bytes / execution time)."),
+    numerator="measured bytes per rank per step (notes' metric)",
+    denominator="expected bytes per rank per step from the formula",
+    needs="comm_ops with sizes and steps; the model (stated, or inferred from recorded shapes and gradient collectives)",
+    notes=(
+        "Formulas, per rank per step with m micro-batches and L_local = L / N_PP layers per device: "
+        "dp ZeRO-0/1 2 delta Phi_dp, ZeRO-2 (m+1) delta Phi_dp, ZeRO-3 3 m delta Phi_dp (3.1, 4), with "
+        "Phi_dp = Phi / (N_TP N_PP) the parameters one DP replica syncs per device; pp 2 delta b S H per border "
+        "per micro-batch, (N_PP v - 1) borders shared by N_PP ranks (3.2); tp 8 delta b S H per layer per "
+        "micro-batch (3.3); Ulysses sp 4 (N_kv/N_q + 1) delta b S H / N_SP per layer (3.4); ring cp "
+        "6 (N_kv/N_q) delta b S H per layer (3.4), its N-1 ring shifts scaled by N/(N-1) to match the notes' "
+        "metric; ep 4 delta K_MoE b S H per MoE layer, every layer assumed MoE (3.5). ep/embedding (recommender "
+        "all-to-alls) has no formula. b S H enters only as a product, so [S, b, H] layouts do not matter. Inputs "
+        "are stated (--layout keys and model dims) or inferred, each with its source; when Phi_dp is inferred from "
+        "the gradient collectives the dp ratio checks the pattern (extra broadcasts, re-gathers), not Phi itself. "
+        "Status: |ratio - 1| against [comm_volume] warn_tolerance / fail_tolerance."),
 )
+
+SQL = files("traceparse.analyzers").joinpath("comm_volume.sql").read_text()
+
+
+def _kind(f):
+    s = f["source"] or ""
+    return "stated" if s.startswith("stated") else "trace" if s.startswith("trace") else "assumed" if s.startswith("assumed") else "unknown"
+
+
+def _size(b):
+    if b is None:
+        return "?"
+    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= k:
+            return f"{b / k:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def inputs(ctx, shape, deg):
+    """Every input of the formulas, {name: {value, source}}."""
+    act = mf.activation(ctx, shape, deg)
+    d = mf.delta(ctx)
+    out = {**deg, "delta": d, "Phi": mf.stated(ctx, "params") or mf.fact(None, "not stated (params)"),
+           "Phi_dp": mf.phi_dp(ctx, shape, deg, d), "b": act["micro_batch"], "S": act["seq"], "H": act["hidden"],
+           "bSH": act["bSH"], "L_local": mf.layers_local(ctx, shape, deg), "kv_over_q": mf.kv_ratio(ctx, shape),
+           "K_MoE": mf.top_k(ctx, shape)}
+    for s in ("tp", "pp", "cp", "sp", "ep"):
+        out[f"delta_{s}"] = mf.delta(ctx, s)
+    return out
+
+
+def expected(strategy, variant, x, ops):
+    """(bytes, formula text, names of the inputs used) per rank per step, or (None, why, used)."""
+    v = {k: f["value"] for k, f in x.items()}
+    m, dlt = v["microbatches"] or 1, v[f"delta_{strategy}"] if strategy != "dp" else v["delta"]
+    dlt = dlt or v["delta"]
+    L, bsh, r = v["L_local"], v["bSH"], v["kv_over_q"]
+    if strategy == "dp":
+        used = ["delta", "Phi_dp", "microbatches"]
+        if None in (dlt, v["Phi_dp"]):
+            return None, "delta or Phi_dp unknown", used
+        coef, text = {"zero2": (m + 1, "(m + 1) delta Phi_dp [ZeRO-2: RS per micro-batch + AG]"),
+                      "zero3": (3 * m, "3 m delta Phi_dp [ZeRO-3: AG forward + AG backward + RS]")}.get(
+            variant, (2, f"2 delta Phi_dp [{variant or 'ZeRO-0'}: AR = RS + AG of the gradients]"))
+        return coef * dlt * v["Phi_dp"], text + " (PARALLELISM.md 3.1)", used
+    act = [f"delta_{strategy}", "bSH", "L_local", "microbatches"]
+    if None in (dlt, bsh):
+        return None, "delta or b S H unknown", act
+    if strategy == "pp":
+        pp, vs = v["pp"] or 1, v["virtual_stages"] or 1
+        used = [f"delta_{strategy}", "bSH", "microbatches", "pp", "virtual_stages"]
+        if pp < 2:
+            return None, "pp degree unknown", used
+        return (2 * dlt * bsh * m * (pp * vs - 1) / pp,
+                "2 delta b S H per border per micro-batch x m x (N_PP v - 1) borders / N_PP ranks (PARALLELISM.md 3.2)", used)
+    if L is None:
+        return None, "layers per device unknown", act
+    if strategy == "tp":
+        return 8 * dlt * bsh * L * m, "8 delta b S H per layer per micro-batch x L_local x m (PARALLELISM.md 3.3)", act
+    if strategy == "sp":
+        n = v["sp"] or 1
+        return (4 * (r + 1) * dlt * bsh / n * L * m,
+                "4 (N_kv/N_q + 1) delta b S H / N_SP per layer x L_local x m (PARALLELISM.md 3.4)", act + ["kv_over_q", "sp"])
+    if strategy == "cp":
+        return (6 * r * dlt * bsh * L * m,
+                "6 (N_kv/N_q) delta b S H per layer x L_local x m (PARALLELISM.md 3.4); measured sends x N/(N-1)",
+                act + ["kv_over_q", "cp"])
+    if strategy == "ep" and variant != "embedding":
+        if v["K_MoE"] is None:
+            return None, "top_k (K_MoE) unknown: state top_k", act + ["K_MoE"]
+        return (4 * dlt * v["K_MoE"] * bsh * L * m,
+                "4 delta K_MoE b S H per MoE layer x L_local x m, every layer MoE (PARALLELISM.md 3.5)", act + ["K_MoE"])
+    return None, f"the notes give no formula for {strategy}/{variant}", []
+
+
+def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
+    """One clause: the likely reason measured and expected differ, from the per-op and per-phase volumes."""
+    v = {k: f["value"] for k, f in x.items()}
+    vol = {r["op"]: r["notes_bytes"] / per_rs for r in rows}
+    ph = {(r["op"], r["phase"]): r["notes_bytes"] / per_rs for r in phases}
+    cnt = {r["op"]: r["count"] / per_rs for r in rows}
+    if strategy == "dp" and v["delta"] and v["Phi_dp"]:
+        u = v["delta"] * v["Phi_dp"]
+        by_op = "(" + ", ".join(f"{op} {b / u:.2f}" for op, b in vol.items()) + " delta Phi_dp)"
+        if variant == "zero1" and "broadcast" in vol and "all_reduce" in vol:
+            return (f"{by_op}: ZeRO-1 as torch's ZeroRedundancyOptimizer does it, all-reduce of the gradients (2 delta Phi) "
+                    "then a broadcast of each rank's updated shard (delta Phi) = 3 delta Phi, not RS + AG = 2 delta Phi")
+        if variant == "zero3" and "all_gather" in vol:
+            fw = ph.get(("all_gather", "forward"), 0) / u
+            bw = (vol["all_gather"] / u) - fw
+            why = ("some units are not re-gathered in backward (reshard_after_forward=False, e.g. FSDP2's root module)"
+                   if bw < fw * 0.95 else "parameters are gathered more than twice per step (e.g. the root module "
+                   "re-gathered in backward, or no reuse of prefetched units)" if bw + fw > 2.05 * (v["microbatches"] or 1)
+                   else "the gradient reduce-scatters differ from delta Phi per micro-batch")
+            return f"{by_op} (all-gather forward {fw:.2f}, later {bw:.2f}; the notes: 1 + 1): {why}"
+        more = "more collectives than one sync per step (gradient accumulation without no_sync, repeated syncs)"
+        less = "parameters without gradient sync (frozen, or outside the DP replica group)"
+        return f"{by_op}: {more if measured > exp else less}"
+    if strategy in ("tp", "sp", "cp", "ep") and v["bSH"] and v["L_local"]:
+        d = v[f"delta_{strategy}"] or v["delta"]
+        per = v["L_local"] * (v["microbatches"] or 1)
+        full = d * v["bSH"]
+        want = {"tp": full, "sp": full / (v["sp"] or 1), "ep": None, "cp": None}[strategy]
+        sizes = {}
+        for r in rows:
+            for s, n in (r["sizes"] or {}).items():
+                sizes[s] = sizes.get(s, 0) + n / per_rs
+        hist = ", ".join(f"{n / per:.2f} x {_size(s)}" for s, n in sorted(sizes.items(), key=lambda t: -t[1] * (t[0] or 0)))
+        ops = f"per layer per micro-batch: {hist}"
+        if strategy == "tp":
+            k = 8 if variant == "megatron_sp" else 4
+            at = sizes.get(want, 0) / per
+            odd = sum(n for s, n in sizes.items() if s != want) / per
+            return (f"{ops}; {at:.2f} collectives of the activation size delta b S H = {_size(want)} against {k} "
+                    f"(per layer: attention and MLP blocks, each {'an RS and an AG' if k == 8 else 'an all-reduce'} in forward and in "
+                    f"backward), {odd:.2f} of "
+                    "other sizes: embedding, LM-head/logits and replicated parameters' gradients, which the per-block "
+                    "formula leaves out" if odd else f"{ops}; collectives of the activation size: {at:.2f} against {k}")
+        if strategy == "cp" and measured is not None:
+            nf = sum(b for (op, p), b in ph.items() if p == "forward") / (full * per)
+            nb = sum(b for (op, p), b in ph.items() if p != "forward") / (full * per)
+            why = (": backward sends only dK, dV (K, V kept from forward, not re-circulated); the notes count K, V again "
+                   "in backward (2 + 4)" if nb < 1.5 * nf else "")
+            return f"{ops}; sent per layer per micro-batch in delta b S H, forward {nf:.2f}, backward {nb:.2f}{why}"
+        return f"{ops}; {sum(cnt.values()) / per:.2f} operations per layer per micro-batch"
+    if strategy == "pp" and v["bSH"]:
+        d = v["delta_pp"] or v["delta"]
+        borders = ((v["pp"] or 1) * (v["virtual_stages"] or 1) - 1) / (v["pp"] or 1)
+        sends = cnt.get("send", 0) / ((v["microbatches"] or 1) * borders) if borders else 0
+        return (f"{sends:.2f} sends per border per micro-batch (expected 2: activation forward, gradient backward), "
+                f"{_size(vol.get('send', 0) / max(cnt.get('send', 1), 1e-9))} each against delta b S H = {_size(d * v['bSH'])}")
+    return "inputs incomplete: " + ", ".join(f"{k} {_size(b)}" for k, b in vol.items())
 
 
 def run(ctx):
-    return not_applicable("this check is not implemented yet")
+    shape = mf.run_shape(ctx)
+    deg = mf.degrees(ctx)
+    known = {k: deg[k]["value"] for k in mf.DEGREES if isinstance(deg[k]["value"], int)}
+    rows = ctx.rows(SQL, [shape["stepped"], list(known), list(known.values())])
+    if not rows:
+        return not_applicable("no communication operations" + (" inside the profiled steps" if shape["stepped"] else ""))
+    per_rs = shape["ranks"] * shape["steps"]
+    ops = [r for r in rows if r["phase"] is None]
+    phases = [r for r in rows if r["phase"] is not None]
+    gpu = any(r["algbw_gbps"] is not None for r in ops)
+    per_op = []
+    for r in ops:
+        row = {"strategy": r["strategy"], "variant": r["variant"], "op": r["op"], "count": r["count"] / per_rs,
+               "bytes_in": _div(r["bytes_in"], per_rs), "bytes_out": _div(r["bytes_out"], per_rs),
+               "bus_bytes": _div(r["bus_bytes"], per_rs), "notes_bytes": _div(r["notes_bytes"], per_rs),
+               "group_size": r["group_size"], "ops_without_size": r["ops_without_size"]}
+        if gpu:
+            row.update(algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
+        per_op.append(row)
+    x = inputs(ctx, shape, deg)
+    per_strategy, statuses, findings = {}, [], []
+    for strategy in dict.fromkeys(r["strategy"] for r in ops if r["strategy"] != "untagged"):
+        mine = [r for r in ops if r["strategy"] == strategy]
+        variant = max(mine, key=lambda r: r["notes_bytes"] or 0)["variant"]
+        sized = [r["notes_bytes"] for r in mine if r["notes_bytes"] is not None]
+        measured = sum(sized) / per_rs if sized else None
+        if strategy == "cp" and measured is not None:
+            n = x["cp"]["value"] or max(r["group_size"] or 0 for r in mine)
+            measured *= n / (n - 1) if n and n > 1 else 1
+        exp, formula, used = expected(strategy, variant, x, mine)
+        ratio = measured / exp if exp and measured is not None else None
+        doc = {"variant": variant, "measured_bytes": measured, "expected_bytes": exp, "ratio": ratio, "formula": formula,
+               "metric": "notes' volume: all-reduce 2 x size, other collectives the full size, sends (recv counted at the sender)",
+               "source": {k: _kind(x[k]) for k in used}}
+        if any(r["ops_without_size"] for r in mine):
+            doc["ops_without_size"] = sum(r["ops_without_size"] for r in mine)
+        if ratio is not None:
+            doc["status"] = grade(abs(ratio - 1), ctx.limits.get("warn_tolerance", 0.15), ctx.limits.get("fail_tolerance", 0.5))
+            statuses.append(doc["status"])
+            if doc["status"] != "ok":
+                why = cause(strategy, variant, x, mine, [p for p in phases if p["strategy"] == strategy], measured, exp, per_rs)
+                findings.append(f"{strategy} ({variant}) moves {_size(measured)} per rank per step against {_size(exp)} "
+                                f"expected ({formula.split(' (PARALLELISM')[0]}), {ratio:.2f}x: {why}.")
+        per_strategy[strategy] = doc
+    numbers = {"per_strategy": per_strategy, "per_op": per_op, "inputs": x,
+               "per": f"rank per profiled step ({shape['ranks']} ranks x {shape['steps']} steps)"
+               if shape["stepped"] else f"rank over the whole trace ({shape['ranks']} ranks, no ProfilerStep)"}
+    return Result(status=worst(statuses), numbers=numbers, findings=findings,
+                  tables={"per_op": per_op, "per_phase": [{**p, "sizes": None} for p in phases]})
+
+
+def _div(a, b):
+    return None if a is None else a / b

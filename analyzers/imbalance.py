@@ -1,17 +1,371 @@
-"""The imbalance check (being written)."""
+"""Load imbalance and stragglers across ranks (PARALLELISM.md 3.2, 3.4, 3.5, 4 "risk profile").
 
-from .base import Spec, not_applicable
+Per rank: step time, compute busy time and the wait at collectives; the same collective
+matched across ranks to see who arrives last (the straggler); per strategy the load the
+notes call out: pipeline stages, ring attention under a causal mask, tokens routed to
+experts.
+"""
+
+import heapq
+import json
+import re
+import statistics
+from collections import defaultdict
+from importlib.resources import files
+
+from traceparse.intervals import union_sql
+
+from .base import Result, Spec, grade, worst
 
 SPEC = Spec(
     id="imbalance",
-    title="imbalance",
-    definition="not yet defined",
-    numerator="-",
-    denominator="-",
-    needs="-",
-    notes="-",
+    title="Load imbalance and stragglers",
+    definition=(
+        "Per rank, mean over its profiled steps (the whole trace when it has none) of: step time "
+        "(ProfilerStep#N); compute busy time (compute_ns) = the time the main thread's innermost event is a CPU "
+        "op that is not a communication call (c10d::*, _c10d_functional::*, record_param_comms, nccl:*) nor "
+        "inside one, and is not a wrapper calling one directly (its own time is the wait); gloo:* and other "
+        "annotations' own time is not compute, the ops nested in them are; on a GPU rank, the union of its "
+        "non-communication kernels launched in the step (by correlation with the launching runtime call: GPU work"
+        " lags the CPU step). compute_floor_ns = for each (op name, input shapes) on the rank, count x its "
+        "fastest self time (GPU: = compute_ns). Spread across ranks = max/mean and coefficient of variation "
+        "(population std/mean). The same collective is matched across the ranks of its group by comm_ops.seq when"
+        " present, else by comm_ops.group_index, among the group's ranks (comm_ops.group_ranks; all loaded, op "
+        "kinds agreeing); arrival = start of the CPU call (host_ts_ns, ranks on one clock); a rank's wait = last "
+        "arrival - own arrival; wait_ns = its mean over the matched collectives; last_arrivals = how often it "
+        "arrived last. straggler_rank = the only rank last in at least 2/3 of its (at least 2) matched "
+        "collectives and in at least twice the share chance gives (1/group size), whose mean wait is the smallest"
+        " of all ranks; else null. PP: stage = position in the pp group, compute per micro-batch = compute per "
+        "step / m; heavy_stage = the stage with the most compute floor. CP: compute per cp rank; heavy_rank = the"
+        " cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
+        "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
+        "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
+    ),
+    numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows",
+    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP",
+    needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
+          "order for stragglers; pp/cp tags for stages and ring ranks; EP all-to-all split sizes for tokens",
+    notes=(
+        "PARALLELISM.md 3.2 (the slowest stage sets the pace; embedding and LM-head stages are heavier), 3.4 "
+        "(ring attention with a causal mask is unbalanced), 3.5 (EP very prone to load imbalance), 4 (risk "
+        "profile). Choices: wall-clock busy time on a shared or oversubscribed host is stretched by preemption "
+        "and contention, which only ever lengthen an op, so the fastest instance of the same op with the same "
+        "shapes estimates its work: the status and heavy_stage/heavy_rank use compute_floor; heavy_stage and "
+        "heavy_rank name the maximum even when the spread is small (their _over_mean ratio and the status say "
+        "whether it matters); an interleaved "
+        "pipeline's rank reports its v stages together; send/recv are not matched (no common arrival); "
+        "all-to-alls with even splits carry no row counts and are skipped."
+    ),
 )
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
+               "scatter", "barrier")
+COMM_CALLS = ("c10d::", "_c10d_functional::", "record_param_comms", "nccl:")  # calls: they and all inside
+LAST_FRACTION = 2 / 3  # straggler: last in at least this share of its matched collectives (and 2x chance)
 
 
 def run(ctx):
-    return not_applicable("this check is not implemented yet")
+    ranks = [r for (r,) in ctx.con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
+    steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
+    busy, floor = _compute(ctx)
+    arrivals = _arrivals(ctx, set(ranks))
+    tokens, ep_groups = _ep_tokens(ctx)
+    per_rank = [{
+        "rank": r,
+        "step_mean_ns": _ns(steps.get(r)),
+        "compute_ns": _ns(busy.get(r)),
+        "compute_floor_ns": _ns(floor.get(r)),
+        "wait_ns": _ns(arrivals["wait"].get(r)),
+        "last_arrivals": arrivals["last"].get(r, 0),
+    } for r in ranks]
+    (pipeline, pp_heavy), (ring, cp_heavy) = _pipeline(ctx, busy, floor), _ring(ctx, busy, floor)
+    numbers = {
+        "straggler_rank": arrivals["straggler"],
+        "straggler": arrivals["evidence"],
+        "matched_collectives": arrivals["matched"],
+        "unmatched_collectives": arrivals["unmatched"],
+        "per_rank": per_rank,
+        "step_time": _spread([p["step_mean_ns"] for p in per_rank]),
+        "compute": _spread([p["compute_ns"] for p in per_rank]),
+        "compute_floor": _spread([p["compute_floor_ns"] for p in per_rank]),
+        "wait": _spread([p["wait_ns"] for p in per_rank]),
+        **pipeline,
+        **ring,
+        "heavy_rank": cp_heavy if ring["cp_compute"] else pp_heavy,
+        **_experts(tokens, ep_groups),
+    }
+    findings = _findings(numbers, ctx.limits)
+    if len(ranks) < 2 and not tokens:
+        return Result("not_applicable", numbers, tables={"per_rank": per_rank}, findings=findings,
+                      reason="only one rank is loaded and it has no all-to-all split sizes: nothing to compare")
+    return Result(_status(ctx.limits, numbers), numbers, tables={"per_rank": per_rank}, findings=findings)
+
+
+def _ns(v):
+    return None if v is None else round(v)
+
+
+def _sql(section: str) -> str:
+    """The section of imbalance.sql, after the windows' common table expressions."""
+    text = files("traceparse.analyzers").joinpath("imbalance.sql").read_text()
+    parts = dict(re.findall(r"^-- name: (\w+)\n(.*?)(?=^-- name: |\Z)", text, re.DOTALL | re.MULTILINE))
+    tail = "\nSELECT rank, count(*) AS n FROM windows GROUP BY rank" if section == "windows" \
+        else f",\n{parts[section].strip()}"
+    return f"WITH {parts['windows'].strip()}{tail}"
+
+
+def _batches(cur, size=100_000):
+    while batch := cur.fetchmany(size):
+        yield from batch
+
+
+def _compute(ctx) -> tuple[dict, dict]:
+    """Per rank, mean per window (step) of compute busy time and of floor compute, ns."""
+    windows = dict(ctx.con.execute(_sql("windows")).fetchall())
+    busy, floor = {}, {}
+    for r in ctx.rows(f"SELECT rank, sum(union_ns) AS ns FROM ({union_sql(_sql('kernels'), ['rank', 'win'])}) "
+                      "GROUP BY rank"):
+        busy[r["rank"]] = floor[r["rank"]] = r["ns"] / windows[r["rank"]]
+    for rank, b, t in _cpu_compute(_batches(ctx.con.execute(_sql("main_thread")))):
+        busy[rank], floor[rank] = b / windows[rank], t / windows[rank]
+    return busy, floor
+
+
+def _cpu_compute(rows):
+    """(rank, busy_ns, floor_ns) per rank from its main-thread events sorted by start.
+
+    A sweep over the events' starts and ends gives each moment to its innermost event (the latest
+    started of those still running; events need not nest properly, gloo's do not). Busy = the moments
+    whose innermost event is a CPU op, outside any communication call (COMM_CALLS): annotations' own
+    time (gloo:* waits, schedule annotations) does not count, the ops nested in them do; nor does the
+    own time of an op that directly calls communication (a wrapper such as torch.distributed.nn's
+    _AlltoAllSingle, whose own time is the wait). An op's self time = its moments; floor = per
+    (name, input shapes), count x the fastest self time.
+    """
+    current, active, ends, calls, groups, t = None, [], [], 0, defaultdict(list), 0
+
+    def advance(until):
+        nonlocal t, calls
+        while True:
+            boundary = min(until, ends[0][0]) if ends else until
+            while active and active[-1]["e"] <= t:
+                active.pop()
+            if active and active[-1]["counts"] and not calls and boundary > t:
+                active[-1]["self"] += boundary - t
+            t = max(t, boundary)
+            if not ends or ends[0][0] > until:
+                return
+            _, _, ev = heapq.heappop(ends)
+            calls -= ev["call"]
+            if ev["counts"] and not ev["wrapper"]:
+                groups[ev["key"]].append(ev["self"])
+
+    def finish():
+        if current is not None:
+            advance(float("inf"))
+            yield current, sum(sum(v) for v in groups.values()), \
+                sum(len(v) * min(v) for v in groups.values())
+
+    for i, (rank, _win, s, e, cat, name, dims) in enumerate(rows):
+        if rank != current:
+            yield from finish()
+            current, active, ends, calls, groups, t = rank, [], [], 0, defaultdict(list), s
+        advance(s)
+        call = name.startswith(COMM_CALLS)
+        while active and active[-1]["e"] <= s:
+            active.pop()
+        if call and active:
+            active[-1]["wrapper"] = True  # it calls communication: its own time is the call's wait
+        ev = {"e": e, "self": 0, "key": (name, dims), "call": call, "wrapper": False,
+              "counts": cat == "cpu_op" and not call and not calls}
+        calls += call
+        active.append(ev)
+        heapq.heappush(ends, (e, i, ev))
+    yield from finish()
+
+
+def _spread(values) -> dict:
+    vals = [v for v in values if v is not None]
+    if len(vals) < 2 or not statistics.fmean(vals):
+        return {"max_over_mean": None, "cv": None}
+    mean = statistics.fmean(vals)
+    return {"max_over_mean": round(max(vals) / mean, 4), "cv": round(statistics.pstdev(vals) / mean, 4)}
+
+
+def _arrivals(ctx, loaded: set) -> dict:
+    """Match each collective across its group; who arrives last, who waits how long."""
+    rows = ctx.rows(f"""
+        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns
+        FROM comm_ops
+        WHERE op IN {COLLECTIVES} AND host_ts_ns IS NOT NULL AND group_ranks IS NOT NULL""")
+    by_key = defaultdict(dict)
+    for r in rows:
+        order = ("seq", r["seq"]) if r["seq"] is not None else ("index", r["group_index"])
+        by_key[(tuple(r["g"]), *order)][r["rank"]] = r
+    collectives, unmatched = [], 0
+    for (group, _, _), members in by_key.items():
+        expected = set(group)
+        if len(expected) < 2 or not expected <= loaded:
+            continue  # a one-rank group, or members whose traces are not loaded: nothing to compare
+        if set(members) != expected or len({m["op"] for m in members.values()}) != 1:
+            unmatched += 1
+            continue
+        arrivals = {r: m["host_ts_ns"] for r, m in members.items()}
+        t_last = max(arrivals.values())
+        collectives.append(({r: t_last - t for r, t in arrivals.items()},
+                            max(arrivals, key=lambda r: (arrivals[r], r))))
+    waits, last = defaultdict(list), defaultdict(int)
+    for wait_of, latest in collectives:
+        last[latest] += 1
+        for r, w in wait_of.items():
+            waits[r].append(w)
+    wait = {r: statistics.fmean(v) for r, v in waits.items()}
+    straggler, evidence = _straggler(collectives, last, wait)
+    return {"wait": wait, "last": dict(last), "matched": len(collectives), "unmatched": unmatched,
+            "straggler": straggler, "evidence": evidence}
+
+
+def _straggler(collectives, last, wait):
+    """The rank the others wait for, or None (SPEC.definition gives the rule)."""
+    seen, chance = defaultdict(int), defaultdict(float)
+    for wait_of, _ in collectives:
+        for r in wait_of:
+            seen[r] += 1
+            chance[r] += 1 / len(wait_of)
+    frac = {r: last.get(r, 0) / n for r, n in seen.items() if n >= 2}
+    if not frac:
+        return None, None
+    clear = [r for r, f in frac.items() if f >= max(LAST_FRACTION, min(1.0, 2 * chance[r] / seen[r]))]
+    top = max(frac, key=lambda r: (frac[r], -wait[r]))
+    led = [statistics.fmean([w for r, w in wait_of.items() if r != top]) for wait_of, latest in collectives
+           if latest == top]
+    evidence = {"rank": top, "last_fraction": round(frac[top], 4), "chance_fraction": round(chance[top] / seen[top], 4),
+                "collectives": seen[top], "others_wait_when_last_ns": round(statistics.fmean(led)) if led else None,
+                "own_mean_wait_ns": round(wait[top])}
+    if clear == [top] and wait[top] <= min(wait.values()):
+        return top, evidence
+    return None, evidence
+
+
+def _heaviest(loads: dict):
+    """(key with the most load, its load / mean load); (None, None) with fewer than two keys."""
+    if len(loads) < 2 or not statistics.fmean(loads.values()):
+        return None, None
+    top = max(loads, key=lambda k: (loads[k], -k))
+    return top, round(loads[top] / statistics.fmean(loads.values()), 4)
+
+
+def _pipeline(ctx, busy, floor):
+    """Compute per pipeline stage and micro-batch; (numbers, rank of the heaviest stage)."""
+    stages = ctx.rows("""
+        SELECT DISTINCT rank, list_position(group_ranks, rank) - 1 AS stage
+        FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL ORDER BY stage, rank""")
+    if not stages:
+        return {"pp_stages": None, "heavy_stage": None, "heavy_stage_over_mean": None}, None
+    m = ctx.layout.get("microbatches")
+    per_mb = lambda v: round(v / m) if m and v is not None else None
+    out = [{"stage": s["stage"], "rank": s["rank"], "compute_ns": _ns(busy.get(s["rank"])),
+            "compute_per_microbatch_ns": per_mb(busy.get(s["rank"])),
+            "compute_floor_per_microbatch_ns": per_mb(floor.get(s["rank"]))} for s in stages]
+    by_stage = defaultdict(list)
+    for s in stages:
+        if floor.get(s["rank"]) is not None:
+            by_stage[s["stage"]].append(floor[s["rank"]])
+    heavy, ratio = _heaviest({st: statistics.fmean(v) for st, v in by_stage.items()})
+    rank = max((s["rank"] for s in stages if s["stage"] == heavy), key=lambda r: floor[r], default=None)
+    return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio}, rank
+
+
+def _ring(ctx, busy, floor):
+    """Compute per ring-attention rank; (numbers, the heaviest rank)."""
+    cp = [r for (r,) in ctx.con.execute(
+        "SELECT DISTINCT rank FROM comm_ops WHERE strategy = 'cp' ORDER BY rank").fetchall()]
+    rows = [{"rank": r, "compute_ns": _ns(busy.get(r)), "compute_floor_ns": _ns(floor.get(r))} for r in cp]
+    heavy, ratio = _heaviest({r: floor[r] for r in cp if floor.get(r) is not None})
+    return {"cp_compute": rows or None, "cp_heavy_over_mean": ratio}, heavy
+
+
+def _ep_tokens(ctx):
+    """Rows received per rank per step by the forward dispatch all-to-alls of EP, and the EP groups."""
+    rows = ctx.rows("""
+        SELECT c.rank, c.step, c.in_split, c.out_split, list_sort(c.group_ranks) AS g, f.phase
+        FROM comm_ops c LEFT JOIN comm_features f USING (rank, op_id)
+        WHERE c.strategy = 'ep' AND c.op = 'all_to_all' AND c.out_split IS NOT NULL AND c.out_split <> '[]'
+          AND (c.step IS NOT NULL OR c.rank NOT IN (SELECT rank FROM steps))
+        ORDER BY c.rank, coalesce(c.host_ts_ns, c.exec_ts_ns)""")
+    n_steps = dict(ctx.con.execute("SELECT rank, count(*) FROM steps GROUP BY rank").fetchall())
+    per_rank = defaultdict(list)
+    for r in rows:
+        per_rank[r["rank"]].append(r)
+    tokens, groups = {}, set()
+    for rank, ops in per_rank.items():
+        dispatch, i = [], 0
+        while i < len(ops):  # a dispatch is followed by its mirror (the combine, or backward's pair)
+            a, b = ops[i], ops[i + 1] if i + 1 < len(ops) else None
+            dispatch.append(a)
+            mirrored = b is not None and json.loads(b["in_split"] or "[]") == json.loads(a["out_split"]) \
+                and json.loads(b["out_split"]) == json.loads(a["in_split"] or "[]")
+            i += 2 if mirrored else 1
+        if any(d["phase"] == "forward" for d in dispatch):
+            dispatch = [d for d in dispatch if d["phase"] == "forward"]
+        total = sum(sum(json.loads(d["out_split"])) for d in dispatch)
+        per_step = total / n_steps.get(rank, 1)
+        tokens[rank] = int(per_step) if per_step == int(per_step) else per_step
+        groups.update(tuple(d["g"]) for d in dispatch if d["g"])
+    return tokens, groups
+
+
+def _experts(tokens, groups) -> dict:
+    none = {"tokens_received_per_rank": None, "ep_ranks": None, "hot_rank": None, "hot_share": None,
+            "hot_over_fair": None}
+    if not tokens:
+        return none
+    hot = max(tokens, key=lambda r: (tokens[r], -r))
+    group = next((g for g in groups if hot in g and set(g) <= set(tokens)), tuple(sorted(tokens)))
+    total = sum(tokens[r] for r in group)
+    share = tokens[hot] / total if total else None
+    return {"tokens_received_per_rank": [tokens[r] for r in sorted(tokens)], "ep_ranks": sorted(tokens),
+            "hot_rank": hot, "hot_share": round(share, 4) if share is not None else None,
+            "hot_over_fair": round(share * len(group), 4) if share is not None else None}
+
+
+def _status(limits, n) -> str:
+    """Step time and floor compute (busy time where there is none) against max/mean; EP hot share vs fair."""
+    warn, fail = limits.get("warn_max_over_mean", 1.10), limits.get("fail_max_over_mean", 1.30)
+    compute = n["compute_floor"]["max_over_mean"] or n["compute"]["max_over_mean"]
+    return worst([
+        grade(n["step_time"]["max_over_mean"], warn, fail),
+        grade(compute, warn, fail),
+        grade(n["hot_over_fair"], limits.get("warn_hot_over_fair", 1.5), limits.get("fail_hot_over_fair", 2.5)),
+    ])
+
+
+def _findings(n, limits) -> list:
+    stands_out, hot_warn = limits.get("warn_max_over_mean", 1.10), limits.get("warn_hot_over_fair", 1.5)
+    out = []
+    if n["straggler_rank"] is not None:
+        e = n["straggler"]
+        out.append(f"Rank {e['rank']} arrives last at {e['last_fraction']:.0%} of its {e['collectives']} matched "
+                   f"collectives (chance: {e['chance_fraction']:.0%}) and the others then wait "
+                   f"{e['others_wait_when_last_ns'] / 1e6:.2f} ms for it on average: it "
+                   f"is a straggler (extra work, a slower device or host, or data it alone loads).")
+    busy, floor = n["compute"]["max_over_mean"], n["compute_floor"]["max_over_mean"]
+    if floor is not None and floor >= stands_out:
+        top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)["rank"]
+        out.append(f"Compute differs across ranks (compute floor max/mean {floor:.2f}, most on rank {top}): "
+                   f"uneven work per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens.")
+    elif busy is not None and busy >= stands_out:
+        out.append(f"Compute busy time differs across ranks (max/mean {busy:.2f}) but the compute floor (the same "
+                   f"ops at their fastest) does not: the ops were stretched unevenly (preemption or contention on "
+                   f"the host), the work itself is even.")
+    if n["heavy_stage"] is not None and n["heavy_stage_over_mean"] >= stands_out:
+        out.append(f"Pipeline stage {n['heavy_stage']} computes {n['heavy_stage_over_mean']:.2f}x the mean stage: "
+                   f"the slowest stage sets the pipeline's pace (PARALLELISM.md 3.2); move layers off it.")
+    if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:
+        out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank, "
+                   f"as a causal mask over contiguous chunks gives later ranks more blocks to attend "
+                   f"(PARALLELISM.md 3.4); zig-zag sharding evens it.")
+    if n["hot_over_fair"] is not None and n["hot_over_fair"] >= hot_warn:
+        out.append(f"Expert parallelism: rank {n['hot_rank']} receives {n['hot_share']:.1%} of the routed tokens, "
+                   f"{n['hot_over_fair']:.1f}x its fair share: the router favours its experts (PARALLELISM.md 3.5).")
+    return out

@@ -1,17 +1,109 @@
-"""The memory check (being written)."""
+"""memory: the ZeRO memory model of parameters, gradients and optimizer state (PARALLELISM.md 3.1), beside the measured peak."""
 
-from .base import Spec, not_applicable
+from . import model_facts as mf
+from .base import Result, Spec, not_applicable
 
 SPEC = Spec(
     id="memory",
-    title="memory",
-    definition="not yet defined",
-    numerator="-",
-    denominator="-",
-    needs="-",
-    notes="-",
+    title="Memory model: parameters, gradients and optimizer state per device",
+    definition=(
+        "Per device, bytes of parameters, gradients and optimizer state by the ZeRO table of PARALLELISM.md 3.1 "
+        "with Phi = the parameters a device holds before ZeRO sharding: ZeRO-0 (2 delta + (n_opt+1) delta_opt) Phi, "
+        "ZeRO-1 (2 delta + (n_opt+1) delta_opt / N_DP) Phi, ZeRO-2 (delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) "
+        "Phi, ZeRO-3 (2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi, delta_opt = 4; beside the measured peak, "
+        "the largest total_allocated of any accelerator (else CPU) device in the memory events."),
+    numerator="measured peak allocated bytes (largest device)",
+    denominator="modelled parameters + gradients + optimizer state per device",
+    needs="Phi (stated params, or inferred from dp gradient collectives or AccumulateGrad shapes), the optimizer "
+          "(stated n_opt / optimizer, or the Optimizer.step#<Name>.step annotation); memory events for the measured peak",
+    notes=(
+        "PARALLELISM.md 3.1 (ZeRO table), 1 (n_opt: SGD 0, momentum 1, Adam/AdamW 2, Muon 1; delta_opt usually 4). "
+        "Phi per device = stated params / (N_TP N_PP), assuming TP and PP split every parameter (replicated norms and "
+        "embeddings make it larger) and, with EP, that stated params cannot be split (experts vs dense) so the trace is "
+        "used: AccumulateGrad elements per step / m (the rank's parameters with gradients, experts included; skipped "
+        "under TP, where DTensor shows logical shapes), or the dp gradient collective bytes / delta (largest rank). "
+        "N_DP = stated dp, else the size of the dp gradient groups (EP folded into DP counts), else the layout's dp. "
+        "The (n_opt+1) counts an fp32 master copy; with fp32 parameters (delta = 4) there is none, so the model "
+        "over-counts by delta_opt Phi (/ N_DP from ZeRO-1). Activations, buffers and allocator fragmentation are not "
+        "modelled: the measured peak includes them, so [memory] warn_over_model (default 3) allows for them."),
 )
 
 
 def run(ctx):
-    return not_applicable("this check is not implemented yet")
+    shape, deg = mf.run_shape(ctx), mf.degrees(ctx)
+    d = mf.delta(ctx)
+    if d["value"] is None:
+        d = _any_delta(ctx)
+    phi = mf.phi_device(ctx, shape, deg, d)
+    if phi["value"] is None:
+        return not_applicable(f"Phi cannot be known: {phi['source']}")
+    opt = mf.optimizer(ctx)
+    stage, n_dp = _sharding(ctx, deg)
+    x = {"Phi_device": phi, "delta": d, "delta_opt": mf.fact(4, "assumed 4 (fp32 optimizer state, PARALLELISM.md 1)"),
+         "n_opt": opt["n_opt"], "optimizer": opt["name"], "zero_stage": stage, "N_DP": n_dp,
+         **{k: deg[k] for k in ("tp", "pp", "ep")}}
+    P, dl, n, z = phi["value"], d["value"], n_dp["value"], stage["value"]
+    params = dl * P / (n if z == 3 else 1)
+    grads = dl * P / (n if z >= 2 else 1)
+    k = opt["n_opt"]["value"]
+    state = None if k is None else (k + 1) * 4 * P / (n if z >= 1 else 1)
+    total = None if state is None else params + grads + state
+    formula = {0: "(2 delta + (n_opt+1) delta_opt) Phi", 1: "(2 delta + (n_opt+1) delta_opt / N_DP) Phi",
+               2: "(delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi",
+               3: "(2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi"}[z] + f" [ZeRO-{z}, PARALLELISM.md 3.1]"
+    peaks = _peaks(ctx)
+    peak = max((p["peak_bytes"] for p in peaks), default=None)
+    ratio = peak / total if peak is not None and total else None
+    findings, status = [], "ok"
+    if k is None:
+        findings.append(f"Optimizer state not modelled: {opt['n_opt']['source']}.")
+    if ratio is not None and ratio > ctx.limits.get("warn_over_model", 3.0):
+        status = "warn"
+        findings.append(f"Measured peak {peak / 2**30:.2f} GiB is {ratio:.1f}x the modelled {total / 2**30:.2f} GiB of "
+                        "parameters, gradients and optimizer state: activations (large b x S, no checkpointing), "
+                        "unsharded copies or fragmentation dominate.")
+    elif ratio is not None and ratio < 1:
+        findings.append(f"Measured peak {peak / 2**30:.2f} GiB is below the modelled {total / 2**30:.2f} GiB: Phi, delta, "
+                        "the optimizer or the sharding assumed by the model is not what ran.")
+    numbers = {"per_device_bytes": {"parameters": params, "gradients": grads, "optimizer_state": state, "total": total},
+               "formula": formula, "inputs": x, "measured_peak_bytes": peak, "measured_over_model": ratio}
+    return Result(status=status, numbers=numbers, findings=findings, tables={"measured_peaks": peaks})
+
+
+def _any_delta(ctx):
+    got = ctx.con.execute("SELECT elem_bytes, any_value(dtype) FROM comm_ops WHERE elem_bytes IS NOT NULL "
+                          "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()
+    if got:
+        return mf.fact(got[0], f"trace: element size of the most common collectives ({got[1]})")
+    return mf.fact(4, "assumed 4 (fp32): no stated dtype_bytes and no collective with a known dtype")
+
+
+def _sharding(ctx, deg):
+    """(ZeRO stage, N_DP) facts."""
+    stage = deg["zero_stage"]
+    if stage["value"] is None:
+        got = ctx.con.execute("SELECT variant FROM comm_ops WHERE strategy = 'dp' AND variant LIKE 'zero%' "
+                              "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()
+        stage = (mf.fact(int(got[0][-1]), f"trace: the dp collectives' variant ({got[0]})") if got
+                 else mf.fact(0, f"assumed 0 (nothing sharded): {stage['source']}"))
+    if "dp" in ctx.stated:
+        return stage, mf.fact(ctx.stated["dp"], "stated (dp)")
+    got = ctx.con.execute("SELECT group_size FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL "
+                          "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()
+    if got:
+        return stage, mf.fact(got[0], "trace: size of the dp groups")
+    if deg["dp"]["value"]:
+        return stage, deg["dp"]
+    return stage, mf.fact(1, f"assumed 1: {deg['dp']['source']}")
+
+
+def _peaks(ctx):
+    """Largest total_allocated per device; accelerators only when the trace has any."""
+    return ctx.rows(
+        """
+        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
+             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m)
+        SELECT rank, device_type, device_id, max(total_allocated) AS peak_bytes, count(*) AS events
+        FROM m, acc WHERE device_type <> 0 OR NOT acc.any
+        GROUP BY ALL ORDER BY peak_bytes DESC
+        """)

@@ -3,6 +3,7 @@
 from .analyzers import analyzers
 from .analyzers.context import Context, thresholds
 
+
 def run_checks(con, layout: dict, stated: dict) -> dict:
     """{check id: Result}, in report order."""
     limits = thresholds()

@@ -34,7 +34,8 @@ def layout_option(f):
     return click.option(
         "--layout",
         help="What you know of the layout, checked against the trace: 'dp=4,tp=2,pp=2' or a TOML file "
-        "(also kv_heads, experts, layers, ranks_per_node for the lint).",
+        "(also the model: layers, hidden, heads, kv_heads, seq, micro_batch, dtype_bytes, params, experts, "
+        "top_k, optimizer, n_opt, ranks_per_node; they feed the lint and the expected volumes and memory).",
     )(f)
 
 
@@ -213,10 +214,9 @@ def schema():
 @click.argument("ident")
 def explain(ident):
     """Print the definition of a metric, check or rule."""
+    from .checks import specs
     from .metrics import METRICS
     from .tagging.rules import load_rules
-
-    from .checks import specs
 
     check = specs().get(ident)
     if check:

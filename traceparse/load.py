@@ -72,6 +72,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
     target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix="traceparse-stage-"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    done = False
     try:
         summaries = _parse_all(files, stage, workers)
         issues = assign_ranks(summaries)
@@ -82,10 +83,13 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries]}
         build_store(tmp, summaries, issues, meta)
         os.replace(tmp, target)
+        done = True
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
+        if not done and db is None and not use_cache:
+            shutil.rmtree(target.parent, ignore_errors=True)
     return target, False
 
 

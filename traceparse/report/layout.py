@@ -8,9 +8,10 @@ from ..errors import TraceError
 from ..tagging.layout import KEYS
 from .query import rows
 
-INT_KEYS = {"dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages",
-            "kv_heads", "experts", "layers", "ranks_per_node"}
-STATED_KEYS = set(KEYS) | {"kv_heads", "experts", "layers", "ranks_per_node"}
+MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
+              "dtype_bytes", "params", "top_k", "n_opt"}
+INT_KEYS = {"dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages"} | MODEL_KEYS
+STATED_KEYS = set(KEYS) | MODEL_KEYS | {"optimizer"}
 
 
 def inferred_layout(con) -> dict:

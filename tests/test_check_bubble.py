@@ -1,0 +1,201 @@
+"""The bubble check on the pipeline fixtures (real gloo runs) and on a GPU trace.
+
+Expected values come from truth.json's layout and the formula of PARALLELISM.md 3.2, textbook schedule
+orders are built here, and the measured bubble is recomputed from the raw trace with plain json.
+"""
+
+import gzip
+import json
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from conftest import shared
+
+from traceparse.analyzers import bubble
+from traceparse.analyzers.context import Context, thresholds
+from traceparse.load import connect, load_run
+from traceparse.report.layout import inferred_layout
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+PIPELINES = ["pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_interleaved_m4",
+             "pp4_interleaved_m8", "pp4_1f1b_heavy_m4", "dp2_pp2_tp2"]
+pytestmark = pytest.mark.skipif(not (RUNS / "pp4_1f1b_m4" / "truth.json").exists(), reason="no fixture runs")
+COMM_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:", "record_param_comms")
+
+
+@pytest.fixture(scope="module")
+def check(tmp_path_factory):
+    """check(path) -> (Result, truth or None); each run loaded once."""
+    done, cons = {}, []
+
+    def get(path):
+        path = Path(path)
+        if path not in done:
+            db = tmp_path_factory.mktemp("bubble") / "s.duckdb"
+            load_run([path], db=db, use_cache=False)
+            con = connect(db)
+            cons.append(con)
+            result = bubble.run(Context(con, inferred_layout(con), {}, thresholds().get("bubble", {})))
+            truth = json.loads((path / "truth.json").read_text()) if path.is_dir() else None
+            done[path] = result, truth
+        return done[path]
+
+    yield get
+    for con in cons:
+        con.close()
+
+
+def formula(layout):
+    """PARALLELISM.md 3.2: (N_PP - 1) / (m + N_PP - 1), interleaved (N_PP - 1) / (v m + N_PP - 1)."""
+    n, m, v = layout["pp"], layout["microbatches"], layout["virtual_stages"]
+    return Fraction(n - 1, (v if layout["pp_schedule"] == "interleaved_1f1b" else 1) * m + n - 1)
+
+
+def gpipe_order(n, m, stage):
+    return [("F", stage, i) for i in range(m)] + [("B", stage, i) for i in range(m)]
+
+
+def one_f_one_b_order(n, m, stage):
+    warmup = min(n - 1 - stage, m)
+    order = [("F", stage, i) for i in range(warmup)]
+    for i in range(m - warmup):
+        order += [("F", stage, warmup + i), ("B", stage, i)]
+    return order + [("B", stage, i) for i in range(m - warmup, m)]
+
+
+@pytest.mark.parametrize("n,m", [(4, 4), (4, 8), (2, 4), (8, 3)])
+@pytest.mark.parametrize("build", [gpipe_order, one_f_one_b_order])
+def test_simulating_textbook_orders_gives_the_formula(build, n, m):
+    orders = {s: build(n, m, s) for s in range(n)}
+    for backward in (1, 2):
+        assert set(bubble.simulate(orders, backward).values()) == {Fraction(n - 1, m + n - 1)}
+
+
+def test_simulation_refuses_an_order_that_cannot_finish():
+    assert bubble.simulate({0: [("B", 0, 0), ("F", 0, 0)], 1: [("F", 1, 0), ("B", 1, 0)]}) is None
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_reconstructed_schedule_and_its_ideal_bubble_equal_the_formula(name, check):
+    result, truth = check(RUNS / name)
+    lay = truth["layout"]
+    rec = result.numbers["reconstructed"]
+    assert (rec["pp_schedule"], rec["microbatches"], rec["virtual_stages"]) == (
+        lay["pp_schedule"], lay["microbatches"], lay["virtual_stages"])
+    assert (result.numbers["schedule"], result.numbers["microbatches"], result.numbers["virtual_stages"]) == (
+        lay["pp_schedule"], lay["microbatches"], lay["virtual_stages"])
+    assert result.numbers["expected"] == float(formula(lay))
+    assert result.numbers["simulated"] == float(formula(lay))
+    assert result.numbers["simulated_b2f"] == float(formula(lay))
+    v = lay["virtual_stages"]
+    assert result.numbers["expected_megatron"] == (lay["pp"] - 1) / (v * lay["microbatches"])
+    assert result.numbers["excess"] == pytest.approx(result.numbers["measured"] - float(formula(lay)))
+
+
+@pytest.mark.parametrize("name,build", [("pp4_gpipe_m4", gpipe_order), ("pp4_gpipe_m8", gpipe_order),
+                                        ("pp4_1f1b_m4", one_f_one_b_order), ("pp4_1f1b_m8", one_f_one_b_order),
+                                        ("pp4_1f1b_heavy_m4", one_f_one_b_order),
+                                        ("dp2_pp2_tp2", one_f_one_b_order)])
+def test_reconstructed_order_is_the_textbook_one(name, build, check):
+    result, truth = check(RUNS / name)
+    n, m = truth["layout"]["pp"], truth["layout"]["microbatches"]
+    rows = result.tables["schedule"]
+    assert len(rows) == truth["world_size"] * truth["profiled_steps"]
+    for row in rows:
+        assert row["order"] == " ".join(f"{k}{i}" for k, _, i in build(n, m, row["stage"])), row
+
+
+def _bubble_from_raw(path: Path) -> float:
+    """1 - compute/step per rank and step, mean; compute = main-thread cpu_ops minus communication calls."""
+
+    def ns(x):
+        return int(Decimal(str(x)) * 1000)
+
+    def union(iv):
+        total, end = 0, None
+        for s, e in sorted(iv):
+            if end is None or s > end:
+                total, end = total + e - s, e
+            elif e > end:
+                total, end = total + e - end, e
+        return total
+
+    fractions = []
+    for f in sorted(path.glob("rank*.json.gz")):
+        with gzip.open(f) as fh:
+            events = json.loads(fh.read(), parse_float=Decimal)["traceEvents"]
+        steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+        main = steps[0]["tid"]
+        ops = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in events
+               if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("tid") == main and ns(e["dur"]) > 0]
+        for st in steps:
+            lo, hi = ns(st["ts"]), ns(st["ts"]) + ns(st["dur"])
+            clip = [(max(s, lo), min(e, hi), n) for s, e, n in ops if s < hi and e > lo]
+            busy = union([(s, e) for s, e, _ in clip]) - union([(s, e) for s, e, n in clip if n.startswith(COMM_PREFIXES)])
+            fractions.append(1 - busy / (hi - lo))
+    return sum(fractions) / len(fractions)
+
+
+@pytest.mark.parametrize("name", ["pp4_1f1b_m4", "pp4_interleaved_m4"])
+def test_measured_bubble_matches_the_raw_trace(name, check):
+    result, _ = check(RUNS / name)
+    assert result.numbers["measured"] == pytest.approx(_bubble_from_raw(RUNS / name), abs=1e-6)
+    per = result.numbers["per_stage"]
+    assert [p["rank"] for p in per] == [0, 1, 2, 3] and [p["stage"] for p in per] == [0, 1, 2, 3]
+    assert all(0 < p["measured"] < 1 and 0 < p["compute_ns"] < p["step_ns"] for p in per)
+
+
+def test_more_microbatches_give_a_smaller_bubble(check):
+    for kind in ("gpipe", "1f1b"):
+        m4, _ = check(RUNS / f"pp4_{kind}_m4")
+        m8, _ = check(RUNS / f"pp4_{kind}_m8")
+        assert m8.numbers["expected"] < m4.numbers["expected"]
+        assert m8.numbers["simulated"] < m4.numbers["simulated"]
+    # measured, GPipe: 0.867 at m=4, 0.798 at m=8
+    assert check(RUNS / "pp4_gpipe_m8")[0].numbers["measured"] < check(RUNS / "pp4_gpipe_m4")[0].numbers["measured"]
+
+
+@pytest.mark.xfail(reason="1F1B measured on the loaded 2-core machine: 0.802 at m=4 but 0.834 at m=8; gloo "
+                          "send/recv latency (ms per hop, 4 processes on 2 cores) dominates the ~0.5 ms micro-batch "
+                          "compute, so waiting grows with m", strict=False)
+def test_more_microbatches_give_a_smaller_measured_bubble_1f1b(check):
+    assert check(RUNS / "pp4_1f1b_m8")[0].numbers["measured"] < check(RUNS / "pp4_1f1b_m4")[0].numbers["measured"]
+
+
+@pytest.mark.parametrize("m", [4, 8])
+def test_interleaving_gives_a_smaller_bubble(m, check):
+    inter, _ = check(RUNS / f"pp4_interleaved_m{m}")
+    plain, _ = check(RUNS / f"pp4_1f1b_m{m}")
+    assert inter.numbers["expected"] < plain.numbers["expected"]
+    # the schedule's own bubble, as reconstructed from the trace; measured (noisy here): m=4 0.891 vs 0.802 (not
+    # smaller), m=8 0.802 vs 0.834
+    assert inter.numbers["simulated"] < plain.numbers["simulated"]
+
+
+def test_the_heavy_stage_is_the_bottleneck(check):
+    result, truth = check(RUNS / "pp4_1f1b_heavy_m4")
+    assert result.numbers["bottleneck_stage"] == truth["imbalance"]["heavy_stage"]
+    heavy = [p for p in result.numbers["per_stage"] if p["stage"] == truth["imbalance"]["heavy_stage"]]
+    assert [p["rank"] for p in heavy] == [truth["imbalance"]["heavy_rank"]]
+    if result.status != "ok":
+        assert any(f"stage {truth['imbalance']['heavy_stage']} computes" in f for f in result.findings)
+
+
+def test_status_follows_the_excess(check):
+    result, _ = check(RUNS / "pp4_gpipe_m4")
+    limits = thresholds()["bubble"]
+    excess = result.numbers["excess"]
+    want = "fail" if excess >= limits["fail_excess"] else "warn" if excess >= limits["warn_excess"] else "ok"
+    assert result.status == want
+
+
+def test_not_applicable_without_a_pipeline(check):
+    result, _ = check(RUNS / "ddp4")
+    assert result.status == "not_applicable" and result.reason
+
+
+def test_not_applicable_on_a_gpu_trace(check):
+    result, _ = check(shared("tracelens/mi300_resnet_ddp_rank0.json.gz"))
+    assert result.status == "not_applicable" and result.reason

@@ -1,0 +1,114 @@
+"""memory: the ZeRO memory model (PARALLELISM.md 3.1) on fixture runs, and the measured peak on a GPU trace.
+
+Expected bytes are computed here from truth.json (model.params, dtype_bytes, optimizer.n_opt,
+layout) with the table of PARALLELISM.md 3.1; the peak from the raw trace JSON.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import shared
+
+from traceparse.analyzers import memory
+from traceparse.analyzers.context import Context, thresholds
+from traceparse.load import connect, load_run, open_run
+from traceparse.report.layout import inferred_layout
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+ZERO_RUNS = ["ddp4", "zero1_dp4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4"]
+pytestmark = pytest.mark.skipif(not all((RUNS / n / "truth.json").exists() for n in ZERO_RUNS), reason="no fixture runs")
+DELTA_OPT = 4
+
+
+@pytest.fixture(scope="module")
+def check(tmp_path_factory):
+    cons = {}
+
+    def get(name, stated=None):
+        if name not in cons:
+            path, _ = load_run([RUNS / name], db=tmp_path_factory.mktemp(name) / "s.duckdb")
+            cons[name] = connect(path)
+        con = cons[name]
+        return memory.run(Context(con, inferred_layout(con), stated or {}, thresholds()["memory"]))
+
+    yield get
+    for con in cons.values():
+        con.close()
+
+
+def truth(name):
+    return json.loads((RUNS / name / "truth.json").read_text())
+
+
+def zero_table(t):
+    """(parameters, gradients, optimizer state) bytes per device, PARALLELISM.md 3.1."""
+    phi, d, k = t["model"]["params"], t["model"]["dtype_bytes"], t["optimizer"]["n_opt"]
+    z, n = t["layout"]["zero_stage"], t["layout"]["dp"]
+    return (d * phi / (n if z == 3 else 1), d * phi / (n if z >= 2 else 1), (k + 1) * DELTA_OPT * phi / (n if z >= 1 else 1))
+
+
+@pytest.mark.parametrize("stated", [False, True], ids=["inferred", "stated"])
+@pytest.mark.parametrize("name", ZERO_RUNS)
+def test_zero_table(name, stated, check):
+    t = truth(name)
+    st = {"params": t["model"]["params"], "dtype_bytes": t["model"]["dtype_bytes"], "n_opt": t["optimizer"]["n_opt"],
+          "dp": t["layout"]["dp"], "zero_stage": t["layout"]["zero_stage"]} if stated else {}
+    res = check(name, st)
+    got = res.numbers["per_device_bytes"]
+    p, g, o = zero_table(t)
+    assert (got["parameters"], got["gradients"], got["optimizer_state"]) == (p, g, o)
+    assert got["total"] == p + g + o
+    x = res.numbers["inputs"]
+    assert x["Phi_device"]["value"] == t["model"]["params"]
+    assert x["Phi_device"]["source"].startswith("stated" if stated else "trace")
+    assert x["N_DP"]["value"] == t["layout"]["dp"] and x["zero_stage"]["value"] == t["layout"]["zero_stage"]
+    assert res.numbers["measured_peak_bytes"] is None and res.numbers["measured_over_model"] is None  # CPU runs: no memory events
+    assert res.status == "ok"
+
+
+def test_ddp4_is_2_delta_plus_3_delta_opt_phi(check):
+    t = truth("ddp4")
+    assert check("ddp4").numbers["per_device_bytes"]["total"] == (2 * 4 + 3 * 4) * t["model"]["params"]
+
+
+def test_optimizer_from_the_annotation(check):
+    x = check("zero1_dp4").numbers["inputs"]  # Optimizer.step#ZeroRedundancyOptimizer.step wraps AdamW
+    assert x["optimizer"]["value"] == "AdamW" and "AdamW" in truth("zero1_dp4")["optimizer"]["name"]
+    assert x["n_opt"]["value"] == truth("zero1_dp4")["optimizer"]["n_opt"]
+
+
+def test_ep_counts_the_local_experts(check):
+    t = truth("ep4")
+    res = check("ep4")
+    assert res.numbers["inputs"]["Phi_device"]["value"] == max(t["model"]["params_per_rank"])
+
+
+def test_tp_without_stated_params_is_not_applicable(check):
+    res = check("tp2")
+    assert res.status == "not_applicable" and "Phi" in res.reason
+    t = truth("tp2")
+    res = check("tp2", {"params": t["model"]["params"], "tp": 2})
+    assert res.numbers["inputs"]["Phi_device"]["value"] == t["model"]["params"] / 2
+
+
+def _raw_peak(path):
+    ev = json.loads(gzip.open(path).read())["traceEvents"]
+    return max(e["args"]["Total Allocated"] for e in ev
+               if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") not in (0, None))
+
+
+def test_gpu_measured_peak():
+    path = shared("hta/df_index_resolver/df_index_resolver.json.gz")
+    with open_run([path], use_cache=False) as con:
+        lay = inferred_layout(con)
+        alone = memory.run(Context(con, lay, {}, thresholds()["memory"]))
+        res = memory.run(Context(con, lay, {"params": 25_000_000, "n_opt": 1}, thresholds()["memory"]))
+    assert alone.status == "not_applicable"  # no sizes on its collectives, no shapes: Phi unknown
+    peak = _raw_peak(path)
+    assert res.numbers["measured_peak_bytes"] == peak
+    total = (2 * res.numbers["inputs"]["delta"]["value"] + 2 * DELTA_OPT) * 25_000_000
+    assert res.numbers["per_device_bytes"]["total"] == total
+    assert res.numbers["measured_over_model"] == pytest.approx(peak / total)
+    assert res.status == ("warn" if peak / total > thresholds()["memory"]["warn_over_model"] else "ok")
