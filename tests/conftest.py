@@ -40,3 +40,30 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     return {"cache": cache, "tmp": tmp}
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory):
+    """store(*paths) -> read-only connection to the store of those traces, loaded once per session."""
+    from traceparse.load import connect, load_run
+
+    cons = {}
+
+    def get(*paths):
+        key = tuple(Path(p).resolve() for p in paths)
+        if key not in cons:
+            path, _ = load_run(list(key), db=tmp_path_factory.mktemp("store") / "s.duckdb")
+            cons[key] = connect(path)
+        return cons[key]
+
+    yield get
+    for con in cons.values():
+        con.close()
+
+
+def run_check(module, con, stated=None):
+    """Run one analyzer on a store as traceparse.checks does."""
+    from traceparse.analyzers.context import Context, thresholds
+    from traceparse.report.layout import inferred_layout
+
+    return module.run(Context(con, inferred_layout(con), stated or {}, thresholds().get(module.SPEC.id, {})))

@@ -11,12 +11,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import run_check, shared
 
 from traceparse.analyzers import bubble
-from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import connect, load_run
-from traceparse.report.layout import inferred_layout
+from traceparse.analyzers.context import thresholds
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 PIPELINES = ["pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_interleaved_m4",
@@ -26,25 +24,18 @@ COMM_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:", "record_param
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    """check(path) -> (Result, truth or None); each run loaded once."""
-    done, cons = {}, []
+def check(store):
+    """check(path) -> (Result, truth or None)."""
+    done = {}
 
     def get(path):
         path = Path(path)
         if path not in done:
-            db = tmp_path_factory.mktemp("bubble") / "s.duckdb"
-            load_run([path], db=db, use_cache=False)
-            con = connect(db)
-            cons.append(con)
-            result = bubble.run(Context(con, inferred_layout(con), {}, thresholds().get("bubble", {})))
             truth = json.loads((path / "truth.json").read_text()) if path.is_dir() else None
-            done[path] = result, truth
+            done[path] = run_check(bubble, store(path)), truth
         return done[path]
 
-    yield get
-    for con in cons:
-        con.close()
+    return get
 
 
 def formula(layout):

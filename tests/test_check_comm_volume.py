@@ -11,11 +11,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import run_check, shared
 
 from traceparse.analyzers import comm_volume
 from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import connect, load_run, open_run
+from traceparse.load import open_run
 from traceparse.report.layout import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -28,19 +28,8 @@ NOT_THE_FORMULA = {("zero1_dp4", "dp"), ("ring_cp4", "cp"), ("tp2_sp", "tp")}
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    cons = {}
-
-    def get(name, stated=None):
-        if name not in cons:
-            path, _ = load_run([RUNS / name], db=tmp_path_factory.mktemp(name) / "s.duckdb")
-            cons[name] = connect(path)
-        con = cons[name]
-        return comm_volume.run(Context(con, inferred_layout(con), stated or {}, thresholds()["comm_volume"]))
-
-    yield get
-    for con in cons.values():
-        con.close()
+def check(store):
+    return lambda name, stated=None: run_check(comm_volume, store(RUNS / name), stated)
 
 
 def truth(name):

@@ -11,30 +11,19 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import run_check, shared
 
 from traceparse.analyzers import imbalance
 from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import connect, load_run, open_run
+from traceparse.load import open_run
 from traceparse.report.layout import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    cons = {}
-
-    def get(name):
-        if name not in cons:
-            path, _ = load_run([RUNS / name], db=tmp_path_factory.mktemp(name) / "s.duckdb")
-            cons[name] = connect(path)
-        con = cons[name]
-        return imbalance.run(Context(con, inferred_layout(con), {}, thresholds()["imbalance"]))
-
-    yield get
-    for con in cons.values():
-        con.close()
+def check(store):
+    return lambda name: run_check(imbalance, store(RUNS / name))
 
 
 def truth(name):

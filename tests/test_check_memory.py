@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import run_check, shared
 
 from traceparse.analyzers import memory
 from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import connect, load_run, open_run
+from traceparse.load import open_run
 from traceparse.report.layout import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -23,19 +23,8 @@ DELTA_OPT = 4
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    cons = {}
-
-    def get(name, stated=None):
-        if name not in cons:
-            path, _ = load_run([RUNS / name], db=tmp_path_factory.mktemp(name) / "s.duckdb")
-            cons[name] = connect(path)
-        con = cons[name]
-        return memory.run(Context(con, inferred_layout(con), stated or {}, thresholds()["memory"]))
-
-    yield get
-    for con in cons.values():
-        con.close()
+def check(store):
+    return lambda name, stated=None: run_check(memory, store(RUNS / name), stated)
 
 
 def truth(name):

@@ -16,13 +16,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import shared
+from conftest import run_check, shared
 
 from traceparse.analyzers import overlap
 from traceparse.analyzers.base import grade
-from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import connect, load_run
-from traceparse.report.layout import inferred_layout
+from traceparse.analyzers.context import thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
@@ -33,23 +31,17 @@ CUSTOM = re.compile(tomllib.loads((ROOT / "rules" / "comm_kernels" / "deepep_dis
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    """check(*paths) -> (Result, store connection); each set of paths is loaded once."""
-    done, cons = {}, []
+def check(store):
+    """check(*paths) -> (Result, store connection)."""
+    done = {}
 
     def get(*paths):
         if paths not in done:
-            db = tmp_path_factory.mktemp("store") / "s.duckdb"
-            path, _ = load_run(list(paths), db=db)
-            con = connect(path)
-            cons.append(con)
-            limits = thresholds().get("overlap", {})
-            done[paths] = overlap.run(Context(con, inferred_layout(con), {}, limits)), con
+            con = store(*paths)
+            done[paths] = run_check(overlap, con), con
         return done[paths]
 
-    yield get
-    for con in cons:
-        con.close()
+    return get
 
 
 # ---- plain-Python interval arithmetic over the raw JSON -------------------------------------

@@ -10,10 +10,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from traceparse.load import load_run
 from traceparse.tagging.layout import KEYS
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -22,19 +20,8 @@ pytestmark = pytest.mark.skipif(not NAMES, reason="no generated fixture runs")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    stores = {}
-
-    def get(name):
-        if name not in stores:
-            db = tmp_path_factory.mktemp(name) / "s.duckdb"
-            path, _ = load_run([RUNS / name], db=db)
-            stores[name] = duckdb.connect(str(path), read_only=True)
-        return stores[name], json.loads((RUNS / name / "truth.json").read_text())
-
-    yield get
-    for con in stores.values():
-        con.close()
+def run(store):
+    return lambda name: (store(RUNS / name), json.loads((RUNS / name / "truth.json").read_text()))
 
 
 def per_step(con, truth, columns):
