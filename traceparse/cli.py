@@ -57,7 +57,8 @@ def main():
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @store_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
+              help="html: one page with the report and its charts (Vega-Lite).")
 @click.option("--top", default=10, show_default=True, help="How many of the heaviest kernels/ops to show.")
 @layout_option
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
@@ -74,6 +75,10 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))
+    elif fmt == "html":
+        from .report.html import render_html
+
+        click.echo(render_html(doc))
     else:
         from .report.text import render
 
