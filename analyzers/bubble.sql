@@ -7,6 +7,7 @@
 --   grp 'kernel' : union of GPU kernels that are not communication (NCCL/RCCL names, comm_ops kernels)
 --   grp 'mark'   : schedule annotations on the main thread: PP:<stage><action><mb>, Forward <mb>, Backward <mb>
 --   grp 'opt'    : Optimizer.* annotations on the main thread (not part of the pipeline schedule)
+CREATE OR REPLACE TEMP VIEW bubble_intervals AS
 WITH main AS (
     SELECT DISTINCT rank, tid FROM events WHERE starts_with(name, 'ProfilerStep#') AND tid IS NOT NULL
 ),
@@ -36,27 +37,25 @@ grouped AS (
     SELECT rank, step, 'top' AS grp, name, s, e, comm FROM src WHERE src = 'cpu'
     UNION ALL SELECT rank, step, 'comm', name, s, e, comm FROM src WHERE src = 'cpu' AND comm
     UNION ALL SELECT rank, step, 'kernel', name, s, e, comm FROM src WHERE src = 'kernel'
-),
-o AS (
-    SELECT *, max(e) OVER (PARTITION BY rank, step, grp ORDER BY s, e DESC
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM grouped
-),
-g AS (
-    -- 'top' keeps touching ops apart (>=); the unions merge them (>), the length is the same
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR s > prev_end OR (grp = 'top' AND s >= prev_end) THEN 1 ELSE 0 END)
-              OVER (PARTITION BY rank, step, grp ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS piece
-    FROM o
-),
-pieces AS (
+    UNION ALL SELECT rank, step, src, name, s, e, false FROM src WHERE src IN ('mark', 'opt')
+)
+SELECT {'rank': rank, 'step': step, 'grp': grp} AS k, * FROM grouped;
+
+-- 'top' keeps touching ops apart; the unions merge them (the length is the same either way)
+WITH pieces AS (
     SELECT rank, step, grp, min(s) AS s, max(e) AS e,
            first(name ORDER BY s, e DESC) AS name, first(comm ORDER BY s, e DESC) AS comm
-    FROM g GROUP BY rank, step, grp, piece
+    FROM interval_pieces('SELECT * FROM bubble_intervals WHERE grp = ''top''', false)
+    GROUP BY rank, step, grp, piece
+    UNION ALL
+    SELECT rank, step, grp, min(s), max(e), first(name ORDER BY s, e DESC), first(comm ORDER BY s, e DESC)
+    FROM interval_pieces('SELECT * FROM bubble_intervals WHERE grp IN (''comm'', ''kernel'')', true)
+    GROUP BY rank, step, grp, piece
 )
 SELECT p.rank, p.step, p.grp, p.s, p.e, p.name, p.comm,
        p.grp = 'top' AND EXISTS (SELECT 1 FROM comm_ops c WHERE c.rank = p.rank AND c.strategy = 'pp'
                                  AND c.host_ts_ns >= p.s AND c.host_ts_ns < p.e) AS pp
 FROM pieces p
 UNION ALL
-SELECT rank, step, src, s, e, name, false, false FROM src WHERE src IN ('mark', 'opt')
+SELECT rank, step, grp, s, e, name, false, false FROM bubble_intervals WHERE grp IN ('mark', 'opt')
 ORDER BY rank, step, s, e DESC

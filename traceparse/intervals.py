@@ -1,4 +1,4 @@
-"""Interval arithmetic in SQL, written once.
+"""Interval arithmetic for SQL assembled in Python, on the store's ``interval_pieces`` macro.
 
 ``union_sql`` turns a query with columns (keys..., start_ns, end_ns) into one
 giving, per key, the length of the union of its intervals: nested or
@@ -6,21 +6,15 @@ overlapping events count once.
 """
 
 
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def union_sql(source: str, keys: list[str]) -> str:
-    k = ", ".join(keys)
+    key = "{" + ", ".join(f"'{c}': {c}" for c in keys) + "}"
+    pieces = f"SELECT {key} AS k, start_ns AS s, end_ns AS e FROM ({source})"
     return f"""
-    WITH src AS ({source}),
-    o AS (
-        SELECT {k}, start_ns, end_ns,
-               max(end_ns) OVER (PARTITION BY {k} ORDER BY start_ns, end_ns
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-        FROM src
-    ),
-    g AS (
-        SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY {k} ORDER BY start_ns, end_ns) AS piece
-        FROM o
-    ),
-    pieces AS (SELECT {k}, piece, min(start_ns) AS s, max(end_ns) AS e FROM g GROUP BY {k}, piece)
-    SELECT {k}, sum(e - s)::BIGINT AS union_ns, count(*) AS pieces FROM pieces GROUP BY {k}
+    SELECT unnest(k), sum(e - s)::BIGINT AS union_ns, count(*) AS pieces
+    FROM (SELECT k, piece, min(s) AS s, max(e) AS e FROM interval_pieces({_literal(pieces)}, true) GROUP BY k, piece)
+    GROUP BY k
     """

@@ -18,14 +18,8 @@ WHERE coalesce(e.cat, '') NOT IN ('kernel', 'gpu_user_annotation', 'cuda_runtime
 
 -- nested calls -> one group per outermost call
 CREATE TEMP TABLE cpu_comm_grouped AS
-WITH o AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC, ev_id
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM cpu_comm
-)
-SELECT *, sum(CASE WHEN prev_end IS NULL OR ts_ns >= prev_end THEN 1 ELSE 0 END)
-          OVER (PARTITION BY rank, tid ORDER BY ts_ns, end_ns DESC, ev_id) AS grp
-FROM o;
+SELECT * EXCLUDE (k, s, e, piece), piece AS grp
+FROM interval_pieces('SELECT {''rank'': rank, ''tid'': tid} AS k, ts_ns AS s, end_ns AS e, * FROM cpu_comm', false);
 
 CREATE TEMP TABLE call AS
 WITH info AS (

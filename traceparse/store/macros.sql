@@ -53,3 +53,19 @@ CREATE OR REPLACE MACRO group_axis(descr, pgname) AS (
         ELSE NULL
     END
 );
+
+-- Interval arithmetic, written once. interval_pieces(q, merge_touching): the rows of query q
+-- (columns k: the partition key, any type, e.g. a struct; s, e: start and end; any others are
+-- kept) each with `piece`, the number (from 1, per k, in time order) of the run of overlapping
+-- intervals it belongs to. With merge_touching an interval starting exactly where the earlier
+-- ones end joins their piece; without, it starts a new one (consecutive calls stay apart).
+CREATE OR REPLACE MACRO interval_pieces(q, merge_touching) AS TABLE
+WITH o AS (
+    SELECT *, max(e) OVER (PARTITION BY k ORDER BY s, e DESC
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM query(q)
+)
+SELECT * EXCLUDE (prev_end),
+       sum(CASE WHEN prev_end IS NULL OR s > prev_end OR (NOT merge_touching AND s = prev_end) THEN 1 ELSE 0 END)
+           OVER (PARTITION BY k ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS piece
+FROM o;
