@@ -44,7 +44,14 @@ def grade(value, warn, fail, higher_is_worse=True) -> str:
     return "fail" if value <= fail else "warn" if value <= warn else "ok"
 
 
+SEVERITY = {"ok": 0, "warn": 1, "fail": 2}
+
+
 def worst(statuses) -> str:
-    order = {"ok": 0, "warn": 1, "fail": 2}
-    graded = [s for s in statuses if s in order]
-    return max(graded, key=order.get) if graded else "ok"
+    graded = [s for s in statuses if s in SEVERITY]
+    return max(graded, key=SEVERITY.get) if graded else "ok"
+
+
+def at_least(status: str, level: str) -> bool:
+    """Is ``status`` (ok/warn/fail/not_applicable) as bad as ``level`` (warn/fail)?"""
+    return SEVERITY.get(status, -1) >= SEVERITY[level]

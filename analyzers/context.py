@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
+from traceparse.report.query import rows
+
 
 @cache
 def thresholds() -> dict:
@@ -19,6 +21,4 @@ class Context:
     limits: dict  # this check's table of rules/thresholds.toml
 
     def rows(self, sql, params=None) -> list[dict]:
-        cur = self.con.execute(sql, params or [])
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return rows(self.con, sql, params)

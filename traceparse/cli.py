@@ -83,8 +83,9 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
         from .report.text import render
 
         click.echo(render(doc))
-    order = {"ok": 0, "warn": 1, "fail": 2}
-    breached = [cid for cid, c in doc["checks"].items() if fail_on and order.get(c["status"], -1) >= order[fail_on]]
+    from .analyzers.base import at_least
+
+    breached = [cid for cid, c in doc["checks"].items() if fail_on and at_least(c["status"], fail_on)]
     if breached:
         click.echo(f"traceparse: checks at or above {fail_on}: {', '.join(breached)}", err=True)
         sys.exit(1)
