@@ -79,12 +79,17 @@ def _grad_bytes(ctx, shape):
     return rows
 
 
+def _stated_phi(ctx, split: int, caveat: str) -> dict:
+    """Stated params divided by the tp x pp split of the model."""
+    return fact(ctx.stated["params"] / split, f"stated params / (tp x pp) = {ctx.stated['params']} / {split}"
+                f" (assumes every parameter is split by TP and PP{caveat})")
+
+
 def phi_dp(ctx, shape, deg, dlt) -> dict:
     """Parameters one DP replica synchronizes per device (Phi / (N_TP N_PP) for a dense model), mean over ranks."""
     tp, pp, ep = (deg[k]["value"] or 1 for k in ("tp", "pp", "ep"))
     if "params" in ctx.stated and ep <= 1:
-        return fact(ctx.stated["params"] / (tp * pp), f"stated params / (tp x pp) = {ctx.stated['params']} / {tp * pp}"
-                    " (assumes every parameter is split by TP and PP; replicated norms and embeddings make it larger)")
+        return _stated_phi(ctx, tp * pp, "; replicated norms and embeddings make it larger")
     rows = _grad_bytes(ctx, shape)
     if rows and dlt["value"]:
         m = deg["microbatches"]["value"] or 1
@@ -101,8 +106,7 @@ def phi_device(ctx, shape, deg, dlt) -> dict:
     """Parameters held per device before ZeRO sharding (max over ranks): Phi / (N_TP N_PP) for a dense model."""
     tp, pp, ep = (deg[k]["value"] or 1 for k in ("tp", "pp", "ep"))
     if "params" in ctx.stated and ep <= 1:
-        return fact(ctx.stated["params"] / (tp * pp), f"stated params / (tp x pp) = {ctx.stated['params']} / {tp * pp}"
-                    " (assumes every parameter is split by TP and PP)")
+        return _stated_phi(ctx, tp * pp, "")
     grads = _grad_bytes(ctx, shape)
     if grads and dlt["value"] and ep <= 1:
         m = deg["microbatches"]["value"] or 1
