@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-from traceparse.report.query import rows
+from traceparse.store.query import rows
 
 
 @cache
@@ -16,7 +16,7 @@ def thresholds() -> dict:
 @dataclass
 class Context:
     con: object  # read-only DuckDB connection to the store
-    layout: dict  # traceparse.report.layout.inferred_layout(): values and "evidence"
+    layout: dict  # traceparse.document.layout.inferred_layout(): values and "evidence"
     stated: dict  # what the user stated with --layout (degrees, model dims, optimizer)
     limits: dict  # this check's table of rules/thresholds.toml
 

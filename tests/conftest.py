@@ -64,6 +64,6 @@ def store(tmp_path_factory):
 def run_check(module, con, stated=None):
     """Run one analyzer on a store as traceparse.checks does."""
     from traceparse.analyzers.context import Context, thresholds
-    from traceparse.report.layout import inferred_layout
+    from traceparse.document.layout import inferred_layout
 
     return module.run(Context(con, inferred_layout(con), stated or {}, thresholds().get(module.SPEC.id, {})))

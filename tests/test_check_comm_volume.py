@@ -16,7 +16,7 @@ from conftest import run_check, shared
 from traceparse.analyzers import comm_volume
 from traceparse.analyzers.context import Context, thresholds
 from traceparse.load import open_run
-from traceparse.report.layout import inferred_layout
+from traceparse.document.layout import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 NAMES = sorted(p.name for p in RUNS.glob("*") if (p / "truth.json").exists()) if RUNS.exists() else []

@@ -14,7 +14,7 @@ from conftest import run_check, shared
 from traceparse.analyzers import memory
 from traceparse.analyzers.context import Context, thresholds
 from traceparse.load import open_run
-from traceparse.report.layout import inferred_layout
+from traceparse.document.layout import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ZERO_RUNS = ["ddp4", "zero1_dp4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4"]

@@ -12,9 +12,6 @@ import click
 from . import __version__
 from .errors import TraceError
 
-JSON_VERSION = 1
-
-
 def _open(paths, db, no_cache, allow_mixed):
     from .load import connect, open_run
 
@@ -64,12 +61,12 @@ def main():
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
 def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
-    from .report.layout import parse_stated
-    from .report.summary import document
+    from .document import document
+    from .document.layout import parse_stated
 
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
-        doc = document(con, JSON_VERSION, top, stated)
+        doc = document(con, top, stated)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
@@ -156,7 +153,7 @@ def _print_relation(rel, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     """Print the layout inferred from PATHS, with its evidence, checked against --layout."""
-    from .report.layout import compare_stated, inferred_layout, lint, parse_stated
+    from .document.layout import compare_stated, inferred_layout, lint, parse_stated
     from .report.text import render_layout
 
     stated = parse_stated(layout)
@@ -172,8 +169,8 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def tags(paths, db, no_cache, allow_mixed, fmt):
     """Print how the communication of PATHS was tagged: strategy, variant, op, rule; and what stayed untagged."""
-    from .report.layout import tags as tag_rows
-    from .report.layout import untagged
+    from .document.layout import tags as tag_rows
+    from .document.layout import untagged
     from .report.text import mb, ms, pct, table
 
     with _open(paths, db, no_cache, allow_mixed) as con:

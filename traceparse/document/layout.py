@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..tagging.layout import KEYS
-from .query import rows
+from ..store.query import rows
 
 MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
               "dtype_bytes", "params", "top_k", "n_opt"}

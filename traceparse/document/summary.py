@@ -3,8 +3,7 @@
 import json
 
 from ..intervals import union_sql
-from .layout import collectives, compare_stated, inferred_layout, lint, untagged
-from .query import rows
+from ..store.query import rows
 
 WINDOW = """
     SELECT r.rank,
@@ -123,23 +122,3 @@ def summary(con, top=10) -> dict:
         "threads": busy(con),
         "top_kernels": top_kernels(con, top),
     }
-
-
-def document(con, version: int, top=10, stated=None) -> dict:
-    """The machine-readable result of ``analyze``."""
-    from ..checks import run_checks
-
-    layout = inferred_layout(con)
-    stated = stated or {}
-    checks = run_checks(con, layout, stated)
-    return json.loads(json.dumps({
-        "version": version,
-        "run": run_info(con),
-        "load_issues": load_issues(con),
-        "layout": layout,
-        "layout_check": {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)},
-        "collectives": collectives(con),
-        "untagged": untagged(con),
-        "checks": {cid: r.document() for cid, r in checks.items()},
-        "summary": summary(con, top),
-    }, default=str))
