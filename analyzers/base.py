@@ -1,8 +1,16 @@
 """What every check is made of: a spec that defines its numbers, and a result."""
 
 from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
 
 STATUSES = ("ok", "warn", "fail", "not_applicable")
+
+
+@cache
+def sql(name: str) -> str:
+    """The analyzer query ``analyzers/<name>.sql``, read whole (the one way analyzer SQL is loaded)."""
+    return files("traceparse.analyzers").joinpath(f"{name}.sql").read_text()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Pipeline bubble: the share of each step in which a pipeline stage computes nothing (PARALLELISM.md 3.2).
+"""Pipeline bubble: the share of each step in which a pipeline stage computes nothing (docs/parallelism.md 3.2).
 
 Three numbers, each a fraction of the step: the notes' formula for the schedule (expected), the
 reconstructed order of forward/backward work replayed with equal costs (simulated), and the trace
@@ -11,33 +11,33 @@ import re
 import statistics
 from collections import defaultdict
 from fractions import Fraction
-from importlib.resources import files
 
-from .base import Result, Spec, grade, not_applicable
+from . import compute
+from .base import Result, Spec, grade, not_applicable, sql
+from .context import thresholds
 
 SPEC = Spec(
     id="bubble",
     title="Pipeline bubble",
     definition=(
-        "Per pipeline rank and profiled step: bubble = 1 - compute / step time. Compute = union of the main "
-        "thread's CPU ops (the thread with ProfilerStep#N) minus the union of its communication and wait calls "
-        "(c10d::*, _c10d_functional::*, record_param_comms, nccl:*, gloo:*) and all nested in them; on a rank "
-        "with GPU kernels, the union of its non-communication kernels instead; both clipped to the step. "
-        "measured = mean over every pipeline rank and step. expected = the notes' formula for the schedule: "
-        "(N_PP - 1)/(m + N_PP - 1) for GPipe and 1F1B, (N_PP - 1)/(v m + N_PP - 1) interleaved, a fraction of "
-        "the step; expected_megatron = (N_PP - 1)/(v m), Megatron's bubble relative to the ideal (bubble-free) "
-        "time. simulated = the reconstructed per-rank order of forward (F) and backward (B) work per "
-        "micro-batch and virtual stage replayed with F = B = 1 time unit (simulated_b2f: B = 2 F), F of stage "
-        "s after F of stage s-1, B of stage s after B of stage s+1 and F of stage s, no communication time; "
-        "idle / makespan, mean over ranks. excess = measured - expected. bottleneck_stage = the stage with "
-        "the most compute per step (mean over its ranks and steps)."
+        "Per pipeline rank and profiled step: bubble = 1 - compute / step time, with compute and step time "
+        "from the store's vocabulary (window_totals: the union of the rank's compute_intervals anchored in the "
+        "step window; the window's length). measured = mean over every pipeline rank and step. expected = the "
+        "notes' formula for the schedule: (N_PP - 1)/(m + N_PP - 1) for GPipe and 1F1B, (N_PP - 1)/(v m + N_PP - 1)"
+        " interleaved, a fraction of the step; expected_megatron = (N_PP - 1)/(v m), Megatron's bubble relative "
+        "to the ideal (bubble-free) time. simulated = the reconstructed per-rank order of forward (F) and "
+        "backward (B) work per micro-batch and virtual stage replayed with F = B = 1 time unit (simulated_b2f: "
+        "B = 2 F), F of stage s after F of stage s-1, B of stage s after B of stage s+1 and F of stage s, no "
+        "communication time; idle / makespan, mean over ranks. excess = measured - expected. bottleneck_stage = "
+        "the stage with the most compute floor per step (mean over its ranks), named when it computes at least "
+        "[imbalance] warn_max_over_mean times the stages' mean: the same stage as imbalance.heavy_stage."
     ),
     numerator="time in the step without compute on the stage's main thread (or GPU)",
     denominator="step time (ProfilerStep#N of that rank)",
     needs="pp-tagged send/recv in comm_ops with their groups, ProfilerStep annotations, CPU ops of the main "
           "thread (or GPU kernels); the layout's pp, schedule, m and v",
     notes=(
-        "PARALLELISM.md 3.2 (bubble fraction with m + N_PP - 1 in the denominator, equal F/B cost; Megatron's "
+        "docs/parallelism.md 3.2 (bubble fraction with m + N_PP - 1 in the denominator, equal F/B cost; Megatron's "
         "(N_PP - 1)/m is relative to ideal time; the slowest stage sets the pace). Choices: the stage of a rank "
         "is its position in its pp group's group_ranks (interleaved: the rank holds stages p, p + N_PP, ...); "
         "schedule, m and v come from the inferred layout, else from what the user stated, else from the "
@@ -57,12 +57,11 @@ FORMULAS = {
     "interleaved_1f1b": "(N_PP - 1) / (v m + N_PP - 1)",
 }
 MARK = re.compile(r"PP:(\d+)([FB])(\d+)|(Forward|Backward) (\d+)")
-IMBALANCED = 0.10  # a stage computing more than 1.1x the mean is called the cause of the excess
 SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
 
 
 def expected_bubble(schedule, n, m, v=1):
-    """The notes' bubble fraction of the step (PARALLELISM.md 3.2), or None when a term is unknown."""
+    """The notes' bubble fraction of the step (docs/parallelism.md 3.2), or None when a term is unknown."""
     if schedule not in FORMULAS or not n or not m:
         return None
     vm = (v or 1) * m if schedule == "interleaved_1f1b" else m
@@ -138,10 +137,6 @@ def _blocks(tops, opts, position):
     return acts
 
 
-def _span(pieces, grp):
-    return sum(x["e"] - x["s"] for x in pieces.get(grp, []))
-
-
 def _kind(orders, v):
     if v > 1:
         return "interleaved_1f1b"
@@ -190,25 +185,20 @@ def run(ctx):
         groups = [tuple(sorted({r["rank"] for r in grp_rows}))]
     stage_of = {rank: g.index(rank) for g in groups for rank in g}
 
-    step_ns = {(r["rank"], r["step"]): r["dur_ns"] for r in ctx.rows("SELECT rank, step, dur_ns FROM steps")}
+    windows = compute.per_window(ctx)
     by = defaultdict(lambda: defaultdict(list))
-    for row in ctx.rows(files("traceparse.analyzers").joinpath("bubble.sql").read_text()):
+    for row in ctx.rows(sql("bubble")):
         if row["rank"] in stage_of:
             by[(row["rank"], row["step"])][row["grp"]].append(row)
-    gpu = {rank for (rank, _), g in by.items() if g.get("kernel")}
-    steps = sorted({s for (rank, s) in step_ns if rank in stage_of})
+    steps = sorted({s for (rank, s) in windows if rank in stage_of and s is not None})
     if not steps:
         return not_applicable("no ProfilerStep#N windows on the pipeline ranks")
 
-    # measured
-    per = []
-    for (rank, step), dur in sorted(step_ns.items()):
-        if rank not in stage_of or not dur:
-            continue
-        g = by.get((rank, step), {})
-        busy = _span(g, "kernel") if rank in gpu else _span(g, "top") - _span(g, "comm")
-        per.append({"stage": stage_of[rank], "rank": rank, "step": step, "compute_ns": busy, "step_ns": dur,
-                    "measured": 1 - busy / dur})
+    # measured: compute per step window, from the vocabulary
+    per = [{"stage": stage_of[rank], "rank": rank, "step": step, "compute_ns": w["compute_ns"],
+            "step_ns": w["window_ns"], "measured": 1 - w["compute_ns"] / w["window_ns"]}
+           for (rank, step), w in sorted(windows.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
+           if rank in stage_of and step is not None and w["window_ns"]]
     measured = statistics.fmean(p["measured"] for p in per)
     per_stage = []
     for rank in sorted(stage_of):
@@ -218,11 +208,9 @@ def run(ctx):
                               "measured": statistics.fmean(p["measured"] for p in mine),
                               "compute_ns": round(statistics.fmean(p["compute_ns"] for p in mine)),
                               "step_ns": round(statistics.fmean(p["step_ns"] for p in mine))})
-    stage_compute = defaultdict(list)
-    for p in per_stage:
-        stage_compute[p["stage"]].append(p["compute_ns"])
-    stage_mean = {s: statistics.fmean(c) for s, c in stage_compute.items()}
-    bottleneck = max(stage_mean, key=stage_mean.get)
+    floor = compute.floor_per_rank(ctx, compute.mean_per_rank(windows))
+    stands_out = thresholds()["imbalance"]["warn_max_over_mean"]
+    bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, stands_out)
 
     # reconstructed schedule and its ideal replay
     orders, source, shape = _reconstruct(by, groups, steps)
@@ -248,12 +236,11 @@ def run(ctx):
     status = grade(excess, ctx.limits.get("warn_excess", 0.10), ctx.limits.get("fail_excess", 0.25))
     findings = []
     if excess is not None and status != "ok":
-        spread = stage_mean[bottleneck] / statistics.fmean(stage_mean.values())
         why = (f"stage {bottleneck} computes {spread:.2f}x the stages' mean per step and sets the pace: move layers "
-               f"off it" if spread > 1 + IMBALANCED else
-               f"the stages compute about equally (the most, stage {bottleneck}, {spread:.2f}x the mean), so the "
-               f"excess is waiting in send/recv beyond the schedule (point-to-point latency, CPU contention, "
-               f"exposed non-pipeline communication)")
+               f"off it" if bottleneck is not None else
+               f"the stages compute about equally (the most {spread or 1:.2f}x the mean), so the excess is waiting "
+               f"in send/recv beyond the schedule (point-to-point latency, CPU contention, exposed non-pipeline "
+               f"communication)")
         findings.append(f"The measured bubble {measured:.1%} exceeds the {schedule} formula's {expected:.1%} "
                         f"(N_PP={pp}, m={m}{f', v={v}' if v > 1 else ''}) by {excess:.1%}: {why}.")
     if shape and any(origin[k] != "reconstructed" and chosen[k] != rec[k] and not (k == "virtual_stages"
@@ -280,6 +267,7 @@ def run(ctx):
             "excess": excess,
             "per_stage": per_stage,
             "bottleneck_stage": bottleneck,
+            "bottleneck_over_mean": spread,
             "schedule": schedule,
             "microbatches": m,
             "virtual_stages": v,
@@ -288,18 +276,20 @@ def run(ctx):
             "reconstructed": {**rec, "from": source},
             "definitions": {
                 "expected": f"{FORMULAS.get(schedule, '?')} with N_PP={pp}, m={m}, v={v}: idle share of the step "
-                            "(m + N_PP - 1 in the denominator), equal F/B cost (PARALLELISM.md 3.2)",
+                            "(m + N_PP - 1 in the denominator), equal F/B cost (docs/parallelism.md 3.2)",
                 "expected_megatron": "(N_PP - 1) / (v m): Megatron's bubble relative to the ideal time, not a "
                                      "share of the step",
                 "simulated": "reconstructed F/B order per rank replayed with F = B = 1, no communication time: "
                              "idle / makespan, mean over ranks (share of the step)",
                 "simulated_b2f": "the same with B = 2 F",
                 "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
-                            "main-thread CPU ops minus communication calls (GPU: non-communication kernels)",
+                            "window_totals.compute_ns (the union of the rank's compute_intervals in the step)",
                 "excess": "measured - expected (share of the step)",
                 "per_stage": "per rank: its stage (position in its pp group), measured bubble, compute and step "
                              "time (mean over steps, ns)",
-                "bottleneck_stage": "the stage with the most compute per step (mean over its ranks)",
+                "bottleneck_stage": "the stage with the most compute floor per step (mean over its ranks), named "
+                                    "when it is at least [imbalance] warn_max_over_mean times the stages' mean; "
+                                    "imbalance.heavy_stage is the same stage",
             },
         },
         tables={

@@ -1,4 +1,4 @@
-"""Load imbalance and stragglers across ranks (PARALLELISM.md 3.2, 3.4, 3.5, 4 "risk profile").
+"""Load imbalance and stragglers across ranks (docs/parallelism.md 3.2, 3.4, 3.5, 4 "risk profile").
 
 Per rank: step time, compute busy time and the wait at collectives; the same collective
 matched across ranks to see who arrives last (the straggler); per strategy the load the
@@ -6,29 +6,25 @@ notes call out: pipeline stages, ring attention under a causal mask, tokens rout
 experts.
 """
 
-import heapq
 import json
-import re
 import statistics
 from collections import defaultdict
-from importlib.resources import files
 
-from traceparse.intervals import union_sql
-
+from . import compute
 from .base import Result, Spec, grade, worst
 
 SPEC = Spec(
     id="imbalance",
     title="Load imbalance and stragglers",
     definition=(
-        "Per rank, mean over its profiled steps (the whole trace when it has none) of: step time "
-        "(ProfilerStep#N); compute busy time (compute_ns) = the time the main thread's innermost event is a CPU "
-        "op that is not a communication call (c10d::*, _c10d_functional::*, record_param_comms, nccl:*) nor "
-        "inside one, and is not a wrapper calling one directly (its own time is the wait); gloo:* and other "
-        "annotations' own time is not compute, the ops nested in them are; on a GPU rank, the union of its "
-        "non-communication kernels launched in the step (by correlation with the launching runtime call: GPU work"
-        " lags the CPU step). compute_floor_ns = for each (op name, input shapes) on the rank, count x its "
-        "fastest self time (GPU: = compute_ns). Spread across ranks = max/mean and coefficient of variation "
+        "Per rank, mean over its step windows (step_windows: one per ProfilerStep#N, the whole trace when it has "
+        "none) of: step time (ProfilerStep#N); compute (compute_ns) = window_totals.compute_ns, the union of the "
+        "rank's compute_intervals anchored in the window (GPU: kernels executing no communication, by their "
+        "launch; CPU-only: main-thread cpu_ops overlapping no communication call or wait), the same number as "
+        "bubble.per_stage[].compute_ns; compute_floor_ns, a variant = the main thread's compute cut into pieces "
+        "(nested compute ops merged into their outermost, touching ones apart), per (outermost op name, input "
+        "shapes) the piece count x its shortest piece, summed, per window (GPU: = compute_ns). Spread across "
+        "ranks = max/mean and coefficient of variation "
         "(population std/mean). The same collective is matched across the ranks of its group by comm_ops.seq when"
         " present, else by comm_ops.group_index, among the group's ranks (comm_ops.group_ranks; all loaded, op "
         "kinds agreeing); arrival = start of the CPU call (host_ts_ns, ranks on one clock); a rank's wait = last "
@@ -36,7 +32,8 @@ SPEC = Spec(
         "arrived last. straggler_rank = the only rank last in at least 2/3 of its (at least 2) matched "
         "collectives and in at least twice the share chance gives (1/group size), whose mean wait is the smallest"
         " of all ranks; else null. PP: stage = position in the pp group, compute per micro-batch = compute per "
-        "step / m; heavy_stage = the stage with the most compute floor. CP: compute per cp rank; heavy_rank = the"
+        "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
+        "warn_max_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage). CP: compute per cp rank; heavy_rank = the"
         " cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
@@ -46,13 +43,13 @@ SPEC = Spec(
     needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
           "order for stragglers; pp/cp tags for stages and ring ranks; EP all-to-all split sizes for tokens",
     notes=(
-        "PARALLELISM.md 3.2 (the slowest stage sets the pace; embedding and LM-head stages are heavier), 3.4 "
+        "docs/parallelism.md 3.2 (the slowest stage sets the pace; embedding and LM-head stages are heavier), 3.4 "
         "(ring attention with a causal mask is unbalanced), 3.5 (EP very prone to load imbalance), 4 (risk "
         "profile). Choices: wall-clock busy time on a shared or oversubscribed host is stretched by preemption "
         "and contention, which only ever lengthen an op, so the fastest instance of the same op with the same "
-        "shapes estimates its work: the status and heavy_stage/heavy_rank use compute_floor; heavy_stage and "
-        "heavy_rank name the maximum even when the spread is small (their _over_mean ratio and the status say "
-        "whether it matters); an interleaved "
+        "shapes estimates its work: the status and heavy_stage/heavy_rank use compute_floor; heavy_rank "
+        "names the maximum even when the spread is small (its _over_mean ratio and the status say whether it "
+        "matters); an interleaved "
         "pipeline's rank reports its v stages together; send/recv are not matched (no common arrival); "
         "all-to-alls with even splits carry no row counts and are skipped."
     ),
@@ -60,14 +57,14 @@ SPEC = Spec(
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
                "scatter", "barrier")
-COMM_CALLS = ("c10d::", "_c10d_functional::", "record_param_comms", "nccl:")  # calls: they and all inside
 LAST_FRACTION = 2 / 3  # straggler: last in at least this share of its matched collectives (and 2x chance)
 
 
 def run(ctx):
     ranks = [r for (r,) in ctx.con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
     steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
-    busy, floor = _compute(ctx)
+    busy = compute.mean_per_rank(compute.per_window(ctx))
+    floor = compute.floor_per_rank(ctx, busy)
     arrivals = _arrivals(ctx, set(ranks))
     tokens, ep_groups = _ep_tokens(ctx)
     per_rank = [{
@@ -105,85 +102,6 @@ def _ns(v):
     return None if v is None else round(v)
 
 
-def _sql(section: str) -> str:
-    """The section of imbalance.sql, after the windows' common table expressions."""
-    text = files("traceparse.analyzers").joinpath("imbalance.sql").read_text()
-    parts = dict(re.findall(r"^-- name: (\w+)\n(.*?)(?=^-- name: |\Z)", text, re.DOTALL | re.MULTILINE))
-    tail = "\nSELECT rank, count(*) AS n FROM windows GROUP BY rank" if section == "windows" \
-        else f",\n{parts[section].strip()}"
-    return f"WITH {parts['windows'].strip()}{tail}"
-
-
-def _batches(cur, size=100_000):
-    while batch := cur.fetchmany(size):
-        yield from batch
-
-
-def _compute(ctx) -> tuple[dict, dict]:
-    """Per rank, mean per window (step) of compute busy time and of floor compute, ns."""
-    windows = dict(ctx.con.execute(_sql("windows")).fetchall())
-    busy, floor = {}, {}
-    for r in ctx.rows(f"SELECT rank, sum(union_ns) AS ns FROM ({union_sql(_sql('kernels'), ['rank', 'win'])}) "
-                      "GROUP BY rank"):
-        busy[r["rank"]] = floor[r["rank"]] = r["ns"] / windows[r["rank"]]
-    for rank, b, t in _cpu_compute(_batches(ctx.con.execute(_sql("main_thread")))):
-        busy[rank], floor[rank] = b / windows[rank], t / windows[rank]
-    return busy, floor
-
-
-def _cpu_compute(rows):
-    """(rank, busy_ns, floor_ns) per rank from its main-thread events sorted by start.
-
-    A sweep over the events' starts and ends gives each moment to its innermost event (the latest
-    started of those still running; events need not nest properly, gloo's do not). Busy = the moments
-    whose innermost event is a CPU op, outside any communication call (COMM_CALLS): annotations' own
-    time (gloo:* waits, schedule annotations) does not count, the ops nested in them do; nor does the
-    own time of an op that directly calls communication (a wrapper such as torch.distributed.nn's
-    _AlltoAllSingle, whose own time is the wait). An op's self time = its moments; floor = per
-    (name, input shapes), count x the fastest self time.
-    """
-    current, active, ends, calls, groups, t = None, [], [], 0, defaultdict(list), 0
-
-    def advance(until):
-        nonlocal t, calls
-        while True:
-            boundary = min(until, ends[0][0]) if ends else until
-            while active and active[-1]["e"] <= t:
-                active.pop()
-            if active and active[-1]["counts"] and not calls and boundary > t:
-                active[-1]["self"] += boundary - t
-            t = max(t, boundary)
-            if not ends or ends[0][0] > until:
-                return
-            _, _, ev = heapq.heappop(ends)
-            calls -= ev["call"]
-            if ev["counts"] and not ev["wrapper"]:
-                groups[ev["key"]].append(ev["self"])
-
-    def finish():
-        if current is not None:
-            advance(float("inf"))
-            yield current, sum(sum(v) for v in groups.values()), \
-                sum(len(v) * min(v) for v in groups.values())
-
-    for i, (rank, _win, s, e, cat, name, dims) in enumerate(rows):
-        if rank != current:
-            yield from finish()
-            current, active, ends, calls, groups, t = rank, [], [], 0, defaultdict(list), s
-        advance(s)
-        call = name.startswith(COMM_CALLS)
-        while active and active[-1]["e"] <= s:
-            active.pop()
-        if call and active:
-            active[-1]["wrapper"] = True  # it calls communication: its own time is the call's wait
-        ev = {"e": e, "self": 0, "key": (name, dims), "call": call, "wrapper": False,
-              "counts": cat == "cpu_op" and not call and not calls}
-        calls += call
-        active.append(ev)
-        heapq.heappush(ends, (e, i, ev))
-    yield from finish()
-
-
 def _spread(values) -> dict:
     vals = [v for v in values if v is not None]
     if len(vals) < 2 or not statistics.fmean(vals):
@@ -194,10 +112,10 @@ def _spread(values) -> dict:
 
 def _arrivals(ctx, loaded: set) -> dict:
     """Match each collective across its group; who arrives last, who waits how long."""
-    rows = ctx.rows(f"""
+    rows = ctx.rows("""
         SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns
         FROM comm_ops
-        WHERE op IN {COLLECTIVES} AND host_ts_ns IS NOT NULL AND group_ranks IS NOT NULL""")
+        WHERE list_contains(?, op) AND host_ts_ns IS NOT NULL AND group_ranks IS NOT NULL""", [list(COLLECTIVES)])
     by_key = defaultdict(dict)
     for r in rows:
         order = ("seq", r["seq"]) if r["seq"] is not None else ("index", r["group_index"])
@@ -257,22 +175,17 @@ def _heaviest(loads: dict):
 
 def _pipeline(ctx, busy, floor):
     """Compute per pipeline stage and micro-batch; (numbers, rank of the heaviest stage)."""
-    stages = ctx.rows("""
-        SELECT DISTINCT rank, list_position(group_ranks, rank) - 1 AS stage
-        FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL ORDER BY stage, rank""")
-    if not stages:
+    stage_of = compute.stages(ctx)
+    if not stage_of:
         return {"pp_stages": None, "heavy_stage": None, "heavy_stage_over_mean": None}, None
     m = ctx.layout.get("microbatches")
-    per_mb = lambda v: round(v / m) if m and v is not None else None
-    out = [{"stage": s["stage"], "rank": s["rank"], "compute_ns": _ns(busy.get(s["rank"])),
-            "compute_per_microbatch_ns": per_mb(busy.get(s["rank"])),
-            "compute_floor_per_microbatch_ns": per_mb(floor.get(s["rank"]))} for s in stages]
-    by_stage = defaultdict(list)
-    for s in stages:
-        if floor.get(s["rank"]) is not None:
-            by_stage[s["stage"]].append(floor[s["rank"]])
-    heavy, ratio = _heaviest({st: statistics.fmean(v) for st, v in by_stage.items()})
-    rank = max((s["rank"] for s in stages if s["stage"] == heavy), key=lambda r: floor[r], default=None)
+    per_mb = lambda v: round(v / m) if m and v is not None else None  # noqa: E731
+    out = [{"stage": stage, "rank": rank, "compute_ns": _ns(busy.get(rank)),
+            "compute_per_microbatch_ns": per_mb(busy.get(rank)),
+            "compute_floor_per_microbatch_ns": per_mb(floor.get(rank))}
+           for rank, stage in sorted(stage_of.items(), key=lambda kv: (kv[1], kv[0]))]
+    heavy, ratio, _ = compute.heavy_stage(stage_of, floor, ctx.limits.get("warn_max_over_mean", 1.10))
+    rank = max((r for r, s in stage_of.items() if s == heavy), key=lambda r: floor[r], default=None)
     return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio}, rank
 
 
@@ -358,14 +271,14 @@ def _findings(n, limits) -> list:
         out.append(f"Compute busy time differs across ranks (max/mean {busy:.2f}) but the compute floor (the same "
                    f"ops at their fastest) does not: the ops were stretched unevenly (preemption or contention on "
                    f"the host), the work itself is even.")
-    if n["heavy_stage"] is not None and n["heavy_stage_over_mean"] >= stands_out:
+    if n["heavy_stage"] is not None:
         out.append(f"Pipeline stage {n['heavy_stage']} computes {n['heavy_stage_over_mean']:.2f}x the mean stage: "
-                   f"the slowest stage sets the pipeline's pace (PARALLELISM.md 3.2); move layers off it.")
+                   f"the slowest stage sets the pipeline's pace (docs/parallelism.md 3.2); move layers off it.")
     if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:
         out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank, "
                    f"as a causal mask over contiguous chunks gives later ranks more blocks to attend "
-                   f"(PARALLELISM.md 3.4); zig-zag sharding evens it.")
+                   f"(docs/parallelism.md 3.4); zig-zag sharding evens it.")
     if n["hot_over_fair"] is not None and n["hot_over_fair"] >= hot_warn:
         out.append(f"Expert parallelism: rank {n['hot_rank']} receives {n['hot_share']:.1%} of the routed tokens, "
-                   f"{n['hot_over_fair']:.1f}x its fair share: the router favours its experts (PARALLELISM.md 3.5).")
+                   f"{n['hot_over_fair']:.1f}x its fair share: the router favours its experts (docs/parallelism.md 3.5).")
     return out

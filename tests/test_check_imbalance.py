@@ -171,24 +171,6 @@ def test_one_gpu_rank():
 
 # hand-made main-thread events: (rank, window, start, end, cat, name, input dims), sorted by start
 
-def test_cpu_compute_excludes_calls_waits_and_wrappers():
-    rows = [
-        (0, 1, 0, 100, "cpu_op", "aten::mm", "[[2, 2]]"),                 # 100 of compute
-        (0, 1, 100, 400, "cpu_op", "RingShift", None),                   # wrapper: own time is the wait
-        (0, 1, 110, 130, "cpu_op", "c10d::send", None),                  # a call
-        (0, 1, 115, 125, "cpu_op", "aten::empty", None),                 # inside the call: not compute
-        (0, 1, 130, 200, "user_annotation", "gloo:send", None),          # overlaps the next without nesting
-        (0, 1, 150, 390, "user_annotation", "gloo:recv", None),
-        (0, 1, 400, 700, "user_annotation", "gloo:send", None),          # async send: ops inside are compute
-        (0, 1, 450, 500, "cpu_op", "aten::mm", "[[2, 2]]"),              # 50 (also the fastest mm)
-        (0, 1, 500, 560, "cpu_op", "aten::add", None),                   # 60
-    ]
-    ((rank, busy, floor),) = list(imbalance._cpu_compute(rows))
-    assert rank == 0
-    assert busy == 100 + 50 + 60
-    assert floor == 2 * 50 + 60  # two mm with the same shapes at the fastest one's 50
-
-
 def test_straggler_rule():
     # rank 2 is last in 3 of 4 collectives of a 4-rank group and waits least: a straggler
     def coll(last, ranks=(0, 1, 2, 3)):

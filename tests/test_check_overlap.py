@@ -1,9 +1,9 @@
 """The overlap check against numbers computed here from the raw traces, and against HTA.
 
 Fixture runs (gloo, CPU): communication = the gloo:<op> annotations (worker threads, or the
-calling thread for send/recv), compute = the main thread's cpu_ops that neither are, nor sit
-inside, nor enclose a communication call; both recomputed with plain json and Python interval
-arithmetic. GPU traces: HolisticTraceAnalysis' own get_comm_comp_overlap, and a plain-Python
+calling thread for send/recv) starting in a step, compute = the main thread's cpu_ops that overlap
+no communication call (an event named c10d::*, _c10d_functional::*, nccl:*, symm_mem::*,
+record_param_comms); both recomputed with plain json and Python interval arithmetic. GPU traces: HolisticTraceAnalysis' own get_comm_comp_overlap, and a plain-Python
 copy of its definition for a trace HTA cannot load.
 """
 
@@ -24,7 +24,7 @@ from traceparse.analyzers.context import thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
-COMM_CALL = re.compile(r"^(c10d::|gloo:|nccl:|_c10d_functional::|record_param_comms$)")
+COMM_CALL = re.compile(r"^(c10d::|nccl:|_c10d_functional::|symm_mem::|record_param_comms$)")
 NCCL = re.compile(r"^(void )?(nccl|rccl)", re.IGNORECASE)
 CUSTOM = re.compile(tomllib.loads((ROOT / "rules" / "comm_kernels" / "deepep_dispatch_combine.toml").read_text())
                     ["pattern"])
@@ -86,21 +86,6 @@ def intersect(a, b):
     return out
 
 
-def subtract(a, b):
-    """a minus b (both sorted disjoint piece lists)."""
-    out = []
-    for s, e in a:
-        for bs, be in b:
-            if be <= s or bs >= e:
-                continue
-            if bs > s:
-                out.append([s, bs])
-            s = max(s, be)
-        if e > s:
-            out.append([s, e])
-    return out
-
-
 def gloo_rank(path):
     """{'steps': {step: (start, end)}, 'comm': [(start, end, step)], 'compute': pieces} for one gloo rank."""
     ev = raw_events(path)
@@ -109,14 +94,14 @@ def gloo_rank(path):
     assert len(main) == 1
     main_ev = [e for e in ev if e["tid"] in main]
     calls = [e for e in main_ev if COMM_CALL.match(e["name"])]
-    ops = [e for e in main_ev if e["cat"] == "cpu_op" and not COMM_CALL.match(e["name"])
-           and not any(e["s"] <= c["s"] and c["e"] <= e["e"] for c in calls)]
-    compute = subtract(union((e["s"], e["e"]) for e in ops), union((c["s"], c["e"]) for c in calls))
+    ops = [e for e in main_ev if e["cat"] == "cpu_op" and not any(c["s"] < e["e"] and e["s"] < c["e"] for c in calls)]
+    compute = union((e["s"], e["e"]) for e in ops)
 
     def step_of(t):
         return next((n for n, (s, e) in steps.items() if s <= t < e), None)
 
-    comm = [(e["s"], e["e"], step_of(e["s"])) for e in ev if e["name"].startswith("gloo:")]
+    comm = [(e["s"], e["e"], step_of(e["s"])) for e in ev
+            if e["name"].startswith("gloo:") and step_of(e["s"]) is not None]
     return {"steps": steps, "comm": comm, "compute": compute}
 
 
@@ -125,16 +110,22 @@ def hidden(comm, compute):
     return length(pieces), length(intersect(pieces, compute))
 
 
+def per_step_total(raw):
+    """(comm, hidden) of a rank: each step's communication union against compute, summed over steps."""
+    sums = [hidden([(s, e) for s, e, st in raw["comm"] if st == step], raw["compute"]) for step in raw["steps"]]
+    return sum(c for c, _ in sums), sum(h for _, h in sums)
+
+
 # ---- fixture runs ---------------------------------------------------------------------------
 
 def test_ddp4_per_rank_and_step(check):
     res, _ = check(RUNS / "ddp4")
     rows = {(r["rank"], r["step"], r["strategy"]): r for r in res.tables["per_rank"]}
-    per_rank = {r["rank"]: r for r in res.numbers["overall_per_rank"]}
+    per_rank = {r["rank"]: r for r in res.numbers["per_rank"]}
     total_comm = total_hidden = 0
     for rank in range(4):
         raw = gloo_rank(RUNS / "ddp4" / f"rank{rank}.json.gz")
-        comm, hid = hidden([(s, e) for s, e, _ in raw["comm"]], raw["compute"])
+        comm, hid = per_step_total(raw)
         assert per_rank[rank]["comm_ns"] == pytest.approx(comm, abs=1000)
         assert per_rank[rank]["hidden_ns"] == pytest.approx(hid, abs=1000)
         total_comm, total_hidden = total_comm + comm, total_hidden + hid
@@ -156,20 +147,19 @@ def test_ddp4_per_rank_and_step(check):
 
 
 @pytest.mark.parametrize("name", ["ddp2", "dp2_tp2", "ep4"])
-def test_overall_per_rank(check, name):
+def test_per_rank(check, name):
     """ddp2: rank 0's all-reduce outlasts its wait (CPU contention), so part is hidden; dp2_tp2: dp and tp
     collectives on separate gloo worker threads, overall = their union; ep4: all-to-alls awaited inside
     _AlltoAllSingle, an op that encloses the call and so is not compute."""
     res, _ = check(RUNS / name)
-    per_rank = {r["rank"]: r for r in res.numbers["overall_per_rank"]}
+    per_rank = {r["rank"]: r for r in res.numbers["per_rank"]}
     world = json.loads((RUNS / name / "truth.json").read_text())["world_size"]
     assert set(per_rank) == set(range(world))
     for rank in range(world):
         raw = gloo_rank(RUNS / name / f"rank{rank}.json.gz")
-        comm, hid = hidden([(s, e) for s, e, _ in raw["comm"]], raw["compute"])
+        comm, hid = per_step_total(raw)
         assert per_rank[rank]["comm_ns"] == pytest.approx(comm, abs=1000)
         assert per_rank[rank]["hidden_ns"] == pytest.approx(hid, abs=1000)
-        assert per_rank[rank]["window"] == "all"
     per = res.numbers["per_strategy"]
     truth = {c["strategy"] for c in json.loads((RUNS / name / "truth.json").read_text())["comm"]}
     assert set(per) == truth
@@ -186,7 +176,7 @@ def test_expected_exposure_never_warns(check):
     res, _ = check(RUNS / "tp2")
     assert set(res.numbers["per_strategy"]) == {"tp"}
     assert res.status == "ok"
-    assert any("tp" in f and "expected" in f and "PARALLELISM.md 4" in f for f in res.findings)
+    assert any("tp" in f and "expected" in f and "docs/parallelism.md 4" in f for f in res.findings)
 
 
 def test_no_communication_is_not_applicable(check):
@@ -226,8 +216,7 @@ def test_gpu_overall_matches_hta_definition(check):
     path = shared("tracelens/mi300_resnet_ddp_rank0.json.gz")
     res, _ = check(path)
     comm, hid = hta_definition(path)
-    (row,) = res.numbers["overall_per_rank"]
-    assert row["window"] == "hta"
+    (row,) = res.numbers["hta_per_rank"]
     assert row["comm_ns"] == pytest.approx(comm, abs=1000)
     assert row["hidden_ns"] == pytest.approx(hid, abs=1000)
     assert "untagged" in res.numbers["per_strategy"]  # RCCL kernels no rule tagged stay visible
@@ -238,8 +227,8 @@ def test_custom_comm_kernels_count(check):
     path = shared("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
     res, _ = check(path)
     comm, hid = hta_definition(path)
-    assert res.numbers["overall_per_rank"][0]["comm_ns"] == pytest.approx(comm, abs=1000)
-    assert res.numbers["overall_per_rank"][0]["hidden_ns"] == pytest.approx(hid, abs=1000)
+    assert res.numbers["hta_per_rank"][0]["comm_ns"] == pytest.approx(comm, abs=1000)
+    assert res.numbers["hta_per_rank"][0]["hidden_ns"] == pytest.approx(hid, abs=1000)
     assert res.numbers["per_strategy"]["ep"]["comm_ns"] > 0
 
 
@@ -274,12 +263,12 @@ def test_overall_agrees_with_hta(check, rels, tmp_path):
     paths = [shared(r) for r in rels]
     expected = hta_overlap(paths, tmp_path)
     res, _ = check(*paths)
-    got = {r["rank"]: 100 * r["overlap"] for r in res.numbers["overall_per_rank"]}
+    got = {r["rank"]: 100 * r["overlap"] for r in res.numbers["hta_per_rank"]}
     assert set(got) == set(expected)
     for rank, pct in expected.items():
         assert got[rank] == pytest.approx(pct, abs=1.0), f"rank {rank}"
     if len(got) == 1:
-        assert 100 * res.numbers["overall"] == pytest.approx(next(iter(expected.values())), abs=1.0)
+        assert 100 * res.numbers["hta_overall"] == pytest.approx(next(iter(expected.values())), abs=1.0)
 
 
 def test_hta_without_microsecond_rounding_is_equal(check, tmp_path, monkeypatch):
@@ -288,5 +277,5 @@ def test_hta_without_microsecond_rounding_is_equal(check, tmp_path, monkeypatch)
     path = shared("hta/nccl_parser_config/nccl_data.json.gz")
     expected = hta_overlap([path], tmp_path)
     res, _ = check(path)
-    (row,) = res.numbers["overall_per_rank"]
+    (row,) = res.numbers["hta_per_rank"]
     assert 100 * row["overlap"] == pytest.approx(expected[row["rank"]], abs=0.01)

@@ -1,16 +1,6 @@
 """What ``traceparse analyze`` shows about a loaded run, as plain data."""
 
-import json
-
-from ..intervals import union_sql
 from ..store.query import rows
-
-WINDOW = """
-    SELECT r.rank,
-           coalesce(min(s.start_ns), (SELECT min(ts_ns) FROM events e WHERE e.rank = r.rank)) AS w_start,
-           coalesce(max(s.end_ns), (SELECT max(ts_ns + dur_ns) FROM events e WHERE e.rank = r.rank)) AS w_end
-    FROM ranks r LEFT JOIN steps s ON s.rank = r.rank GROUP BY r.rank
-"""
 
 
 def run_info(con) -> dict:
@@ -35,53 +25,55 @@ def load_issues(con) -> list[dict]:
 
 
 def per_rank(con) -> list[dict]:
-    busy_comm = union_sql(
-        f"""SELECT c.rank, greatest(coalesce(c.exec_ts_ns, c.host_ts_ns), w.w_start) AS start_ns,
-                   least(coalesce(c.exec_ts_ns + c.exec_dur_ns, c.host_ts_ns + c.host_dur_ns), w.w_end) AS end_ns
-            FROM comm_ops c JOIN ({WINDOW}) w USING (rank)
-            WHERE coalesce(c.exec_ts_ns, c.host_ts_ns) < w.w_end
-              AND coalesce(c.exec_ts_ns + c.exec_dur_ns, c.host_ts_ns + c.host_dur_ns) > w.w_start""",
-        ["rank"],
-    )
+    """Per rank: steps, step time, and compute and communication summed over its step windows
+    (the vocabulary's window_totals, the numbers every check uses)."""
     return rows(
         con,
-        f"""
-        WITH w AS ({WINDOW}), comm AS ({busy_comm}),
+        """
+        WITH wt AS (SELECT rank, sum(window_ns)::BIGINT AS window_ns, sum(compute_ns)::BIGINT AS compute_ns,
+                           sum(comm_ns)::BIGINT AS comm_ns
+                    FROM window_totals GROUP BY rank),
         st AS (SELECT rank, count(*) AS steps, avg(dur_ns)::BIGINT AS step_mean_ns, max(dur_ns) AS step_max_ns
                FROM steps GROUP BY rank),
-        ops AS (SELECT rank, count(*) AS comm_ops, sum(coalesce(bytes_in, 0))::BIGINT AS comm_bytes_in
-                FROM comm_ops c JOIN w USING (rank)
-                WHERE coalesce(c.host_ts_ns, c.exec_ts_ns) BETWEEN w.w_start AND w.w_end GROUP BY rank)
-        SELECT w.rank, coalesce(st.steps, 0) AS steps, st.step_mean_ns, st.step_max_ns,
-               w.w_end - w.w_start AS window_ns, coalesce(ops.comm_ops, 0) AS comm_ops,
-               coalesce(ops.comm_bytes_in, 0) AS comm_bytes_in, coalesce(comm.union_ns, 0) AS comm_ns,
-               round(coalesce(comm.union_ns, 0) / nullif(w.w_end - w.w_start, 0), 4) AS comm_fraction
-        FROM w LEFT JOIN st USING (rank) LEFT JOIN ops USING (rank) LEFT JOIN comm USING (rank)
-        ORDER BY w.rank
+        ops AS (SELECT c.rank, count(*) AS comm_ops, sum(c.bytes_in)::BIGINT AS comm_bytes_in,
+                       count(*) FILTER (WHERE c.bytes_in IS NULL) AS ops_without_size
+                FROM comm_ops c
+                WHERE (c.rank, c.op_id) IN (SELECT (rank, op_id) FROM comm_intervals WHERE counted AND in_window)
+                GROUP BY c.rank)
+        SELECT r.rank, coalesce(st.steps, 0) AS steps, st.step_mean_ns, st.step_max_ns, wt.window_ns,
+               coalesce(ops.comm_ops, 0) AS comm_ops, ops.comm_bytes_in, coalesce(ops.ops_without_size, 0) AS ops_without_size,
+               wt.compute_ns, wt.comm_ns, round(wt.comm_ns / nullif(wt.window_ns, 0), 4) AS comm_fraction
+        FROM ranks r LEFT JOIN wt USING (rank) LEFT JOIN st USING (rank) LEFT JOIN ops USING (rank)
+        ORDER BY r.rank
         """,
     )
 
 
 def busy(con) -> list[dict]:
-    u = union_sql(
-        f"""SELECT e.rank, e.pid, e.tid, greatest(e.ts_ns, w.w_start) AS start_ns,
-                   least(e.ts_ns + e.dur_ns, w.w_end) AS end_ns
-            FROM events e JOIN ({WINDOW}) w USING (rank)
-            WHERE e.ts_ns < w.w_end AND e.ts_ns + e.dur_ns > w.w_start AND e.dur_ns > 0
-              AND e.name NOT LIKE 'ProfilerStep#%'""",
-        ["rank", "pid", "tid"],
-    )
+    """Per CPU thread and GPU stream: the union of its events inside the rank's profiled span (first
+    window's start to last window's end), nested events once."""
     return rows(
         con,
-        f"""
-        WITH u AS ({u}), w AS ({WINDOW}),
+        """
+        WITH span AS (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank),
+        u AS (
+            SELECT k.rank, k.pid, k.tid, sum(e - s)::BIGINT AS busy_ns FROM interval_union(
+                'SELECT {''rank'': e.rank, ''pid'': e.pid, ''tid'': e.tid} AS k, greatest(e.ts_ns, w.w_start) AS s,
+                        least(e.ts_ns + e.dur_ns, w.w_end) AS e
+                 FROM events e
+                 JOIN (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank) w
+                   ON w.rank = e.rank
+                 WHERE e.ts_ns < w.w_end AND e.ts_ns + e.dur_ns > w.w_start AND e.dur_ns > 0
+                   AND NOT starts_with(e.name, ''ProfilerStep#'')')
+            GROUP BY ALL
+        ),
         kind AS (SELECT rank, pid, tid, any_value(thread_name) AS thread_name,
                         bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'gpu_user_annotation')) AS gpu,
                         count(*) AS events
                  FROM events GROUP BY rank, pid, tid)
         SELECT u.rank, u.pid, u.tid, k.thread_name, CASE WHEN k.gpu THEN 'gpu stream' ELSE 'cpu thread' END AS kind,
-               k.events, u.union_ns AS busy_ns, round(u.union_ns / nullif(w.w_end - w.w_start, 0), 4) AS busy_fraction
-        FROM u JOIN kind k USING (rank, pid, tid) JOIN w USING (rank)
+               k.events, u.busy_ns, round(u.busy_ns / nullif(w.w_end - w.w_start, 0), 4) AS busy_fraction
+        FROM u JOIN kind k USING (rank, pid, tid) JOIN span w USING (rank)
         ORDER BY u.rank, kind, busy_ns DESC
         """,
     )

@@ -12,9 +12,8 @@ SELECT e.rank, e.ev_id, e.tid, e.name, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns, e.
 FROM events e
 WHERE coalesce(e.cat, '') NOT IN ('kernel', 'gpu_user_annotation', 'cuda_runtime', 'cuda_driver',
                                  'gpu_memcpy', 'gpu_memset', 'python_function')
-  AND (e.name = 'record_param_comms'
-       OR (regexp_matches(e.name, '^(c10d::|nccl:|_c10d_functional::|symm_mem::)')
-           AND norm_op(e.name) != 'unknown' AND e.name NOT LIKE '%wait%'));
+  AND is_comm_call(e.name)
+  AND (e.name = 'record_param_comms' OR (norm_op(e.name) != 'unknown' AND e.name NOT LIKE '%wait%'));
 
 -- nested calls -> one group per outermost call
 CREATE TEMP TABLE cpu_comm_grouped AS

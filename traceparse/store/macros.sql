@@ -34,6 +34,12 @@ CREATE OR REPLACE MACRO dtype_bytes(d) AS (
     END
 );
 
+-- A CPU event that is a communication call, by name: c10d ops, functional collectives, NCCL
+-- annotations, symmetric-memory ops and record_param_comms (waits included).
+CREATE OR REPLACE MACRO is_comm_call(n) AS (
+    n = 'record_param_comms' OR regexp_matches(n, '^(c10d::|nccl:|_c10d_functional::|symm_mem::)')
+);
+
 -- NCCL/RCCL kernels and PyTorch's symmetric-memory all-reduce kernels.
 CREATE OR REPLACE MACRO is_comm_kernel_name(n) AS (
     regexp_matches(n, '(?i)^(void )?(nccl|rccl)|multimem_all_reduce|(one|two)_shot_all_reduce')
@@ -69,3 +75,19 @@ SELECT * EXCLUDE (prev_end),
        sum(CASE WHEN prev_end IS NULL OR s > prev_end OR (NOT merge_touching AND s = prev_end) THEN 1 ELSE 0 END)
            OVER (PARTITION BY k ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS piece
 FROM o;
+
+-- interval_union(q): the union of the intervals of query q (columns k: the key, any type; s, e:
+-- start and end) per key, as disjoint pieces (k, s, e); nested, overlapping and touching
+-- intervals merge. The length of a union is sum(e - s) over its pieces.
+CREATE OR REPLACE MACRO interval_union(q) AS TABLE
+SELECT k, min(s) AS s, max(e) AS e FROM interval_pieces(q, true) GROUP BY k, piece;
+
+-- interval_intersect(qa, qb): the union of qa's intervals per key k (qa: k, g, s, e, with g constant
+-- per k) intersected with the union of qb's intervals with the same g (qb: k = that g, s, e), as
+-- disjoint pieces (k, s, e). E.g. each strategy's communication (k = rank, step, strategy; g = rank)
+-- against the rank's compute (k = rank).
+CREATE OR REPLACE MACRO interval_intersect(qa, qb) AS TABLE
+WITH a AS (SELECT k, any_value(g) AS g, min(s) AS s, max(e) AS e FROM interval_pieces(qa, true) GROUP BY k, piece),
+     b AS (SELECT k AS g, s, e FROM interval_union(qb))
+SELECT a.k, greatest(a.s, b.s) AS s, least(a.e, b.e) AS e
+FROM a JOIN b ON a.g = b.g AND a.s < b.e AND b.s < a.e;

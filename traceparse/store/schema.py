@@ -191,6 +191,118 @@ TABLES = {
     ),
 }
 
+# The vocabulary: the basic facts of a trace, defined once (store/vocabulary.sql) and selected
+# from by every check and the report. The interval macros interval_union and interval_intersect
+# (store/macros.sql) are the only interval arithmetic.
+VOCABULARY = {
+    "main_threads": (
+        "Vocabulary: per rank, the thread that runs the training loop: the CPU thread carrying the ProfilerStep#N "
+        "annotations, else the one with the most cpu_op time (ties: the lowest tid).",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("pid", "BIGINT", "process id of the thread"),
+            ("tid", "BIGINT", "thread id"),
+            ("thread_name", "VARCHAR", "thread name from metadata, when given"),
+            ("chosen_by", "VARCHAR", "why this thread: 'ProfilerStep#N annotations' or 'most cpu_op time (no ProfilerStep#N)'"),
+        ],
+    ),
+    "step_windows": (
+        "Vocabulary: the windows every per-step number is computed in: one per ProfilerStep#N of a rank, or one "
+        "whole-trace window (step NULL) for a rank without ProfilerStep#N. An interval belongs to the window its "
+        "anchor falls in (comm_intervals, compute_intervals: step, in_window) and counts whole there, also where it "
+        "ends after the window; intervals anchored before the first or after the last step belong to no window and "
+        "are left out of per-step numbers.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "N of ProfilerStep#N; NULL for the whole-trace window of a rank without steps"),
+            ("start_ns", "BIGINT", "start, ns on the run's clock"),
+            ("end_ns", "BIGINT", "end, ns on the run's clock"),
+            ("dur_ns", "BIGINT", "end_ns - start_ns"),
+            ("source", "VARCHAR", "'ProfilerStep#N' or 'whole trace (no ProfilerStep#N)'"),
+        ],
+    ),
+    "comm_intervals": (
+        "Vocabulary: when each communication operation occupies a CPU thread (its call) and when it executes (its "
+        "kernels, gloo worker annotation or custom kernel); and CPU waits on communication outside any call. "
+        "Communication time = the union of the counted intervals.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("op_id", "BIGINT", "the operation (comm_ops.op_id); NULL for a wait"),
+            ("ev_id", "BIGINT", "the event giving the interval (events.ev_id): the call's outermost event, the "
+             "kernel, the wait; NULL for a gloo worker annotation"),
+            ("part", "VARCHAR", "call: the CPU-side call (outermost of its nested events); exec: one execution "
+             "interval (one communication kernel, the gloo worker annotation, a custom kernel); wait: a CPU event "
+             "named as communication (c10d::*, _c10d_functional::*, nccl:*, symm_mem::*, record_param_comms) inside "
+             "no operation's call, such as c10d::wait or wait_tensor"),
+            ("name", "VARCHAR", "the event's name"),
+            ("tid", "BIGINT", "CPU thread (call, wait, gloo worker); NULL on a GPU stream"),
+            ("stream", "BIGINT", "GPU stream of a kernel; NULL on a CPU thread"),
+            ("start_ns", "BIGINT", "start, ns"),
+            ("end_ns", "BIGINT", "end, ns"),
+            ("counted", "BOOLEAN", "the interval is communication time: every exec interval, and the call of an "
+             "operation without one; never a wait"),
+            ("op", "VARCHAR", "the operation's op (comm_ops.op)"),
+            ("strategy", "VARCHAR", "the operation's strategy (comm_ops.strategy; NULL: untagged)"),
+            ("variant", "VARCHAR", "the operation's variant"),
+            ("anchor_ns", "BIGINT", "the time that places it in a window: its start; a kernel's launch (the runtime "
+             "call with its correlation id), else its start"),
+            ("step", "BIGINT", "the window's step (NULL outside every window, or in a whole-trace window)"),
+            ("in_window", "BOOLEAN", "the anchor is inside one of the rank's step_windows"),
+        ],
+    ),
+    "compute_intervals": (
+        "Vocabulary: compute on the device that runs it. A rank with GPU kernels: every kernel that does not "
+        "execute a communication operation (comm_intervals part 'exec'); memcpy and memset are neither compute nor "
+        "communication. A CPU-only rank: the main thread's cpu_op events that overlap none of its communication "
+        "calls and waits (so a wrapper enclosing a call, and the ops inside a call, are not compute; the ops "
+        "beside the call in the same wrapper are). Events nest: take the union (interval_union) so nested ones "
+        "count once.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ev_id", "BIGINT", "the event (events.ev_id)"),
+            ("part", "VARCHAR", "kernel (GPU) or cpu_op (main thread)"),
+            ("name", "VARCHAR", "the event's name"),
+            ("tid", "BIGINT", "CPU thread (cpu_op)"),
+            ("stream", "BIGINT", "GPU stream (kernel)"),
+            ("start_ns", "BIGINT", "start, ns"),
+            ("end_ns", "BIGINT", "end, ns"),
+            ("anchor_ns", "BIGINT", "the time that places it in a window: a kernel's launch, else its start"),
+            ("step", "BIGINT", "the window's step (NULL outside every window, or in a whole-trace window)"),
+            ("in_window", "BOOLEAN", "the anchor is inside one of the rank's step_windows"),
+        ],
+    ),
+}
+
+# Views over the vocabulary: the per-window totals every report section and check selects.
+VIEWS = {
+    "window_totals": (
+        "Vocabulary view: per step window of each rank, its compute and communication time. Every per-rank and "
+        "per-step number of a report (summary, bubble, overlap, imbalance) sums these.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "the window's step (step_windows.step)"),
+            ("window_ns", "BIGINT", "the window's length"),
+            ("compute_ns", "BIGINT", "length of the union of the compute_intervals anchored in the window"),
+            ("comm_ns", "BIGINT", "length of the union of the counted comm_intervals anchored in the window"),
+            ("hidden_ns", "BIGINT", "length of (that communication) intersected with (the union of all the rank's "
+             "compute_intervals): communication during which the rank computes"),
+        ],
+    ),
+    "window_strategy_comm": (
+        "Vocabulary view: per step window and strategy, communication time and the part hidden under compute. "
+        "A strategy's time is the union of its own intervals, so strategies communicating at the same moment "
+        "each count it: the sum over strategies exceeds window_totals.comm_ns by that concurrent time.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "the window's step"),
+            ("strategy", "VARCHAR", "comm_ops.strategy, 'untagged' when no rule matched"),
+            ("comm_ns", "BIGINT", "length of the union of the strategy's counted comm_intervals in the window"),
+            ("hidden_ns", "BIGINT", "length of their intersection with the union of the rank's compute_intervals"),
+        ],
+    ),
+}
+
+
 
 def _q(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -199,7 +311,7 @@ def _q(text: str) -> str:
 def ddl() -> str:
     """CREATE TABLE statements followed by their COMMENT ON clauses."""
     parts = []
-    for table, (comment, cols) in TABLES.items():
+    for table, (comment, cols) in {**TABLES, **VOCABULARY}.items():
         body = ",\n  ".join(f"{c} {t}" for c, t, _ in cols)
         parts.append(f"CREATE TABLE {table} (\n  {body}\n);")
         parts.append(f"COMMENT ON TABLE {table} IS {_q(comment)};")
@@ -208,6 +320,15 @@ def ddl() -> str:
 
 
 FEATURES_COMMENT = "What tagging rules see, one row per comm_ops row (built with the tags; rules/tags/*.toml are predicates over it)."
+
+
+def view_comments() -> str:
+    """COMMENT ON clauses of the vocabulary's views (created by store/vocabulary.sql)."""
+    parts = []
+    for view, (comment, cols) in VIEWS.items():
+        parts.append(f"COMMENT ON VIEW {view} IS {_q(comment)};")
+        parts.extend(f"COMMENT ON COLUMN {view}.{c} IS {_q(doc)};" for c, _, doc in cols)
+    return "\n".join(parts)
 
 
 def features_comments() -> str:
@@ -222,7 +343,7 @@ def markdown() -> str:
     from ..tagging.features import COLUMNS
 
     out = []
-    tables = dict(TABLES)
+    tables = {**TABLES, **VOCABULARY, **VIEWS}
     tables["comm_features"] = (FEATURES_COMMENT, [(c, t, doc) for c, (t, doc) in COLUMNS.items()])
     for table, (comment, cols) in tables.items():
         out.append(f"### `{table}`\n\n{comment}\n\n| column | type | meaning |\n|---|---|---|")
