@@ -41,7 +41,9 @@ def per_rank(con) -> list[dict]:
                 WHERE (c.rank, c.op_id) IN (SELECT (rank, op_id) FROM comm_intervals WHERE counted AND in_window)
                 GROUP BY c.rank)
         SELECT r.rank, coalesce(st.steps, 0) AS steps, st.step_mean_ns, st.step_max_ns, wt.window_ns,
-               coalesce(ops.comm_ops, 0) AS comm_ops, ops.comm_bytes_in, coalesce(ops.ops_without_size, 0) AS ops_without_size,
+               coalesce(ops.comm_ops, 0) AS comm_ops,
+               CASE WHEN ops.rank IS NULL THEN 0 ELSE ops.comm_bytes_in END AS comm_bytes_in,
+               coalesce(ops.ops_without_size, 0) AS ops_without_size,
                wt.compute_ns, wt.comm_ns, round(wt.comm_ns / nullif(wt.window_ns, 0), 4) AS comm_fraction
         FROM ranks r LEFT JOIN wt USING (rank) LEFT JOIN st USING (rank) LEFT JOIN ops USING (rank)
         ORDER BY r.rank
@@ -101,7 +103,8 @@ def comm_summary(con) -> list[dict]:
         SELECT op, source, count(*) AS ops, count(DISTINCT rank) AS ranks,
                sum(bytes_in)::BIGINT AS bytes_in, sum(bytes_out)::BIGINT AS bytes_out,
                sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns,
-               count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size
+               count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
+               count(*) FILTER (WHERE bytes_out IS NULL) AS ops_without_bytes_out
         FROM comm_ops GROUP BY op, source ORDER BY time_ns DESC NULLS LAST
         """,
     )
