@@ -66,8 +66,9 @@ def validate() -> list[str]:
     """Every problem with the rule files, as 'file: problem' lines (empty when all is well)."""
     problems = []
     seen = {}
-    con = duckdb.connect()
-    con.execute(files("traceparse.store").joinpath("macros.sql").read_text())
+    from ..store.build import macro_connection
+
+    con = macro_connection()
     for entry in rule_files():
         name = entry.name
         try:
@@ -92,8 +93,8 @@ def validate() -> list[str]:
             continue
         if data["strategy"] not in STRATEGIES:
             problems.append(f"{name}: strategy {data['strategy']!r} is not one of {sorted(STRATEGIES)}")
-        if "PARALLELISM.md" not in data["why"]:
-            problems.append(f"{name}: why must cite a section of PARALLELISM.md")
+        if "docs/parallelism.md" not in data["why"]:
+            problems.append(f"{name}: why must cite a section of docs/parallelism.md")
         if not data["must_match"] or not data["must_not_match"]:
             problems.append(f"{name}: needs at least one must_match and one must_not_match example")
         rule = Rule(**{k: data[k] for k in REQUIRED if k not in ("must_match", "must_not_match")},
