@@ -21,7 +21,7 @@ class Spec:
     numerator: str
     denominator: str
     needs: str  # the data it requires
-    notes: str  # the section of PARALLELISM.md it comes from, and deliberate choices
+    notes: str  # the section of docs/parallelism.md it comes from, and deliberate choices
 
 
 @dataclass

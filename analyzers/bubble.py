@@ -219,7 +219,7 @@ def run(ctx):
                  for b in sims}
 
     # expected: inferred layout, else stated, else reconstructed
-    rec = dict(zip(("pp_schedule", "microbatches", "virtual_stages"), shape or (None, None, None)))
+    rec = dict(zip(("pp_schedule", "microbatches", "virtual_stages"), shape or (None, None, None), strict=True))
     chosen, origin = {}, {}
     for k in rec:
         for where, src in (("inferred", ctx.layout), ("stated", ctx.stated), ("reconstructed", rec)):

@@ -1,15 +1,13 @@
-"""comm_volume: bytes each strategy moves per rank per step, against the notes' formulas (PARALLELISM.md 3, 4)."""
-
-from importlib.resources import files
+"""comm_volume: bytes each strategy moves per rank per step, against the notes' formulas (docs/parallelism.md 3, 4)."""
 
 from . import model_facts as mf
-from .base import Result, Spec, grade, not_applicable, worst
+from .base import Result, Spec, grade, not_applicable, sql, worst
 
 SPEC = Spec(
     id="comm_volume",
     title="Communication volume: measured vs expected per strategy",
     definition=(
-        "Per strategy, the bytes a device sends per profiled step in the notes' metric (PARALLELISM.md 2: "
+        "Per strategy, the bytes a device sends per profiled step in the notes' metric (docs/parallelism.md 2: "
         "all-reduce 2 x size, reduce-scatter / all-gather / all-to-all / broadcast the full size, send the size, "
         "recv 0; i.e. nccl-tests' bus bytes scaled back by n/(n-1)), averaged over the loaded ranks, divided by "
         "the notes' formula evaluated from the model and layout. Per (strategy, variant, op) also the raw "
@@ -30,10 +28,13 @@ SPEC = Spec(
         "all-to-alls) has no formula. b S H enters only as a product, so [S, b, H] layouts do not matter. Inputs "
         "are stated (--layout keys and model dims) or inferred, each with its source; when Phi_dp is inferred from "
         "the gradient collectives the dp ratio checks the pattern (extra broadcasts, re-gathers), not Phi itself. "
-        "Status: |ratio - 1| against [comm_volume] warn_tolerance / fail_tolerance."),
+        "Status: |ratio - 1| against [comm_volume] warn_tolerance / fail_tolerance, per strategy and the worst of "
+        "them; a strategy without a known size or without a formula is not_applicable with the reason, and so is "
+        "the check when no strategy has both. Unknown sizes are never 0: bytes are null when no operation has a "
+        "size, else the known sum with ops_without_size."),
 )
 
-SQL = files("traceparse.analyzers").joinpath("comm_volume.sql").read_text()
+SQL = sql("comm_volume")
 
 
 def _kind(f):
@@ -57,13 +58,13 @@ def inputs(ctx, shape, deg):
     out = {**deg, "delta": d, "Phi": mf.stated(ctx, "params") or mf.fact(None, "not stated (params)"),
            "Phi_dp": mf.phi_dp(ctx, shape, deg, d), "b": act["micro_batch"], "S": act["seq"], "H": act["hidden"],
            "bSH": act["bSH"], "L_local": mf.layers_local(ctx, shape, deg), "kv_over_q": mf.kv_ratio(ctx, shape),
-           "K_MoE": mf.top_k(ctx, shape)}
+           "K_MoE": mf.top_k(ctx)}
     for s in ("tp", "pp", "cp", "sp", "ep"):
         out[f"delta_{s}"] = mf.delta(ctx, s)
     return out
 
 
-def expected(strategy, variant, x, ops):
+def expected(strategy, variant, x):
     """(bytes, formula text, names of the inputs used) per rank per step, or (None, why, used)."""
     v = {k: f["value"] for k, f in x.items()}
     m, dlt = v["microbatches"] or 1, v[f"delta_{strategy}"] if strategy != "dp" else v["delta"]
@@ -76,7 +77,9 @@ def expected(strategy, variant, x, ops):
         coef, text = {"zero2": (m + 1, "(m + 1) delta Phi_dp [ZeRO-2: RS per micro-batch + AG]"),
                       "zero3": (3 * m, "3 m delta Phi_dp [ZeRO-3: AG forward + AG backward + RS]")}.get(
             variant, (2, f"2 delta Phi_dp [{variant or 'ZeRO-0'}: AR = RS + AG of the gradients]"))
-        return coef * dlt * v["Phi_dp"], text + " (PARALLELISM.md 3.1)", used
+        return coef * dlt * v["Phi_dp"], text + " (docs/parallelism.md 3.1)", used
+    if strategy not in ("pp", "tp", "sp", "cp", "ep") or (strategy, variant) == ("ep", "embedding"):
+        return None, f"the notes give no formula for {strategy}/{variant}", []
     act = [f"delta_{strategy}", "bSH", "L_local", "microbatches"]
     if None in (dlt, bsh):
         return None, "delta or b S H unknown", act
@@ -86,32 +89,33 @@ def expected(strategy, variant, x, ops):
         if pp < 2:
             return None, "pp degree unknown", used
         return (2 * dlt * bsh * m * (pp * vs - 1) / pp,
-                "2 delta b S H per border per micro-batch x m x (N_PP v - 1) borders / N_PP ranks (PARALLELISM.md 3.2)", used)
+                "2 delta b S H per border per micro-batch x m x (N_PP v - 1) borders / N_PP ranks (docs/parallelism.md 3.2)", used)
     if L is None:
         return None, "layers per device unknown", act
     if strategy == "tp":
-        return 8 * dlt * bsh * L * m, "8 delta b S H per layer per micro-batch x L_local x m (PARALLELISM.md 3.3)", act
+        return 8 * dlt * bsh * L * m, "8 delta b S H per layer per micro-batch x L_local x m (docs/parallelism.md 3.3)", act
     if strategy == "sp":
         n = v["sp"] or 1
         return (4 * (r + 1) * dlt * bsh / n * L * m,
-                "4 (N_kv/N_q + 1) delta b S H / N_SP per layer x L_local x m (PARALLELISM.md 3.4)", act + ["kv_over_q", "sp"])
+                "4 (N_kv/N_q + 1) delta b S H / N_SP per layer x L_local x m (docs/parallelism.md 3.4)", act + ["kv_over_q", "sp"])
     if strategy == "cp":
         return (6 * r * dlt * bsh * L * m,
-                "6 (N_kv/N_q) delta b S H per layer x L_local x m (PARALLELISM.md 3.4); measured sends x N/(N-1)",
+                "6 (N_kv/N_q) delta b S H per layer x L_local x m (docs/parallelism.md 3.4); measured sends x N/(N-1)",
                 act + ["kv_over_q", "cp"])
     if strategy == "ep" and variant != "embedding":
         if v["K_MoE"] is None:
             return None, "top_k (K_MoE) unknown: state top_k", act + ["K_MoE"]
         return (4 * dlt * v["K_MoE"] * bsh * L * m,
-                "4 delta K_MoE b S H per MoE layer x L_local x m, every layer MoE (PARALLELISM.md 3.5)", act + ["K_MoE"])
+                "4 delta K_MoE b S H per MoE layer x L_local x m, every layer MoE (docs/parallelism.md 3.5)", act + ["K_MoE"])
     return None, f"the notes give no formula for {strategy}/{variant}", []
 
 
 def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
     """One clause: the likely reason measured and expected differ, from the per-op and per-phase volumes."""
     v = {k: f["value"] for k, f in x.items()}
-    vol = {r["op"]: r["notes_bytes"] / per_rs for r in rows}
-    ph = {(r["op"], r["phase"]): r["notes_bytes"] / per_rs for r in phases}
+    # operations whose sizes are all unknown are left out (never counted as 0 bytes)
+    vol = {r["op"]: r["notes_bytes"] / per_rs for r in rows if r["notes_bytes"] is not None}
+    ph = {(r["op"], r["phase"]): r["notes_bytes"] / per_rs for r in phases if r["notes_bytes"] is not None}
     cnt = {r["op"]: r["count"] / per_rs for r in rows}
     if strategy == "dp" and v["delta"] and v["Phi_dp"]:
         u = v["delta"] * v["Phi_dp"]
@@ -161,8 +165,9 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
         d = v["delta_pp"] or v["delta"]
         borders = ((v["pp"] or 1) * (v["virtual_stages"] or 1) - 1) / (v["pp"] or 1)
         sends = cnt.get("send", 0) / ((v["microbatches"] or 1) * borders) if borders else 0
+        each = vol["send"] / cnt["send"] if "send" in vol and cnt.get("send") else None
         return (f"{sends:.2f} sends per border per micro-batch (expected 2: activation forward, gradient backward), "
-                f"{_size(vol.get('send', 0) / max(cnt.get('send', 1), 1e-9))} each against delta b S H = {_size(d * v['bSH'])}")
+                f"{_size(each)} each against delta b S H = {_size(d * v['bSH'])}")
     return "inputs incomplete: " + ", ".join(f"{k} {_size(b)}" for k, b in vol.items())
 
 
@@ -196,26 +201,49 @@ def run(ctx):
         if strategy == "cp" and measured is not None:
             n = x["cp"]["value"] or max(r["group_size"] or 0 for r in mine)
             measured *= n / (n - 1) if n and n > 1 else 1
-        exp, formula, used = expected(strategy, variant, x, mine)
+        exp, formula, used = expected(strategy, variant, x)
         ratio = measured / exp if exp and measured is not None else None
         doc = {"variant": variant, "measured_bytes": measured, "expected_bytes": exp, "ratio": ratio, "formula": formula,
                "metric": "notes' volume: all-reduce 2 x size, other collectives the full size, sends (recv counted at the sender)",
                "source": {k: _kind(x[k]) for k in used}}
-        if any(r["ops_without_size"] for r in mine):
-            doc["ops_without_size"] = sum(r["ops_without_size"] for r in mine)
+        unsized = sum(r["ops_without_size"] for r in mine)
+        if unsized:
+            doc["ops_without_size"] = unsized
         if ratio is not None:
             doc["status"] = grade(abs(ratio - 1), ctx.limits.get("warn_tolerance", 0.15), ctx.limits.get("fail_tolerance", 0.5))
             statuses.append(doc["status"])
             if doc["status"] != "ok":
                 why = cause(strategy, variant, x, mine, [p for p in phases if p["strategy"] == strategy], measured, exp, per_rs)
-                findings.append(f"{strategy} ({variant}) moves {_size(measured)} per rank per step against {_size(exp)} "
-                                f"expected ({formula.split(' (PARALLELISM')[0]}), {ratio:.2f}x: {why}.")
+                partial = f" (measured leaves out {unsized} operations without a size)" if unsized else ""
+                findings.append(f"{strategy} ({variant}) moves {_size(measured)} per rank per step{partial} against "
+                                f"{_size(exp)} expected ({formula.split(' (docs/parallelism.md')[0]}), {ratio:.2f}x: {why}.")
+        else:
+            doc["status"] = "not_applicable"
+            doc["reason"] = _not_compared(measured, exp, formula, unsized)
         per_strategy[strategy] = doc
     numbers = {"per_strategy": per_strategy, "per_op": per_op, "inputs": x,
                "per": f"rank per profiled step ({shape['ranks']} ranks x {shape['steps']} steps)"
                if shape["stepped"] else f"rank over the whole trace ({shape['ranks']} ranks, no ProfilerStep)"}
-    return Result(status=worst(statuses), numbers=numbers, findings=findings,
-                  tables={"per_op": per_op, "per_phase": [{**p, "sizes": None} for p in phases]})
+    tables = {"per_op": per_op, "per_phase": [{**p, "sizes": None} for p in phases]}
+    if not statuses:  # compared nothing: not applicable, never ok
+        why = ("; ".join(f"{s}: {d['reason']}" for s, d in per_strategy.items()) if per_strategy
+               else f"no communication is tagged with a strategy ({sum(r['count'] for r in ops)} operations untagged)")
+        return Result(status="not_applicable", numbers=numbers, findings=findings, tables=tables,
+                      reason=f"no strategy has both a measured and an expected volume: {why}")
+    return Result(status=worst(statuses), numbers=numbers, findings=findings, tables=tables)
+
+
+def _not_compared(measured, exp, formula, unsized) -> str:
+    """Why a strategy has no ratio: its operations' sizes, the formula's inputs, or both are unknown."""
+    why = []
+    if measured is None:
+        why.append(f"no operation has a known size ({unsized} without)" if unsized
+                   else "the notes' metric gives its operations no volume")
+    if exp is None:
+        why.append(f"no expected volume: {formula}")
+    elif not exp:
+        why.append("the formula gives 0 bytes")
+    return ", and ".join(why)
 
 
 def _div(a, b):

@@ -5,7 +5,7 @@
 -- size  = the full tensor: bytes_in, except all_gather (bytes_out, the gathered tensor)
 -- bus   = per-device bytes on the wire (nccl-tests' bus bytes): all_reduce 2(n-1)/n size;
 --         reduce_scatter, all_gather, all_to_all, gather, scatter (n-1)/n size; send, recv, broadcast, reduce size
--- notes = PARALLELISM.md 2's volume (bytes a device sends, ignoring (n-1)/n): all_reduce 2 size;
+-- notes = docs/parallelism.md 2's volume (bytes a device sends, ignoring (n-1)/n): all_reduce 2 size;
 --         every other collective size; send size; recv 0 (the sender counts it)
 WITH deg AS (SELECT unnest($2::VARCHAR[]) AS strategy, unnest($3::INTEGER[]) AS degree),
 o AS (

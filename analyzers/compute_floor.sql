@@ -1,17 +1,31 @@
--- The compute floor, a variant of compute derived from compute_intervals (CPU-only ranks): the main
--- thread's compute cut into pieces (nested compute ops merged into their outermost one, touching ones
--- kept apart), each named by its outermost op and its recorded input shapes; per (name, shapes) the
--- piece count times the shortest piece; summed per rank and divided by the rank's step windows.
-WITH pieces AS (
-    SELECT k.rank AS rank, min(s) AS s, max(e) AS e,
-           first(name ORDER BY s, e DESC) AS name, first(dims ORDER BY s, e DESC) AS dims
-    FROM interval_pieces(
-        'SELECT {''rank'': c.rank} AS k, c.start_ns AS s, c.end_ns AS e, c.name, a.input_dims AS dims
-         FROM compute_intervals c LEFT JOIN op_args a ON a.rank = c.rank AND a.ev_id = c.ev_id
-         WHERE c.in_window AND c.part = ''cpu_op''', false)
-    GROUP BY k, piece
+-- The compute floor, a variant of compute derived from compute_intervals (CPU-only ranks). Each compute
+-- op's self time = its length minus its direct children's (the compute ops nested right inside it: on
+-- one thread events nest); per (op name, recorded input shapes) the count times the shortest self time;
+-- summed per rank and divided by the rank's step windows. Contention only ever stretches an op, so the
+-- fastest instance estimates the work of every instance.
+WITH c AS (
+    SELECT c.rank, c.ev_id, c.name, a.input_dims AS dims, c.start_ns AS s, c.end_ns AS e
+    FROM compute_intervals c LEFT JOIN op_args a ON a.rank = c.rank AND a.ev_id = c.ev_id
+    WHERE c.in_window AND c.part = 'cpu_op'
 ),
-floor AS (SELECT rank, name, dims, count(*) * min(e - s) AS ns FROM pieces GROUP BY ALL),
+-- the direct parent: of the ops enclosing an op (earlier in nesting order: start, then longest, then
+-- ev_id), the innermost
+parent AS (
+    SELECT k.rank, k.ev_id, arg_max(p.ev_id, (p.s, -p.e, p.ev_id)) AS parent_id
+    FROM c k JOIN c p ON p.rank = k.rank AND p.s <= k.s AND k.e <= p.e
+                     AND (p.s < k.s OR p.e > k.e OR p.ev_id < k.ev_id)
+    GROUP BY k.rank, k.ev_id
+),
+children AS (
+    SELECT p.rank, p.parent_id AS ev_id, sum(k.e - k.s) AS ns
+    FROM parent p JOIN c k ON k.rank = p.rank AND k.ev_id = p.ev_id
+    GROUP BY ALL
+),
+self AS (
+    SELECT c.rank, c.name, c.dims, (c.e - c.s) - coalesce(ch.ns, 0) AS ns
+    FROM c LEFT JOIN children ch ON ch.rank = c.rank AND ch.ev_id = c.ev_id
+),
+floor AS (SELECT rank, name, dims, count(*) * min(ns) AS ns FROM self GROUP BY ALL),
 windows AS (SELECT rank, count(*) AS n FROM step_windows GROUP BY rank)
 SELECT f.rank, sum(f.ns) / any_value(w.n) AS floor_ns
 FROM floor f JOIN windows w USING (rank)

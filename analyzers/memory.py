@@ -1,4 +1,4 @@
-"""memory: the ZeRO memory model of parameters, gradients and optimizer state (PARALLELISM.md 3.1), beside the measured peak."""
+"""memory: the ZeRO memory model of parameters, gradients and optimizer state (docs/parallelism.md 3.1), beside the measured peak."""
 
 from . import model_facts as mf
 from .base import Result, Spec, not_applicable
@@ -7,7 +7,7 @@ SPEC = Spec(
     id="memory",
     title="Memory model: parameters, gradients and optimizer state per device",
     definition=(
-        "Per device, bytes of parameters, gradients and optimizer state by the ZeRO table of PARALLELISM.md 3.1 "
+        "Per device, bytes of parameters, gradients and optimizer state by the ZeRO table of docs/parallelism.md 3.1 "
         "with Phi = the parameters a device holds before ZeRO sharding: ZeRO-0 (2 delta + (n_opt+1) delta_opt) Phi, "
         "ZeRO-1 (2 delta + (n_opt+1) delta_opt / N_DP) Phi, ZeRO-2 (delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) "
         "Phi, ZeRO-3 (2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi, delta_opt = 4; beside the measured peak, "
@@ -17,7 +17,7 @@ SPEC = Spec(
     needs="Phi (stated params, or inferred from dp gradient collectives or AccumulateGrad shapes), the optimizer "
           "(stated n_opt / optimizer, or the Optimizer.step#<Name>.step annotation); memory events for the measured peak",
     notes=(
-        "PARALLELISM.md 3.1 (ZeRO table), 1 (n_opt: SGD 0, momentum 1, Adam/AdamW 2, Muon 1; delta_opt usually 4). "
+        "docs/parallelism.md 3.1 (ZeRO table), 1 (n_opt: SGD 0, momentum 1, Adam/AdamW 2, Muon 1; delta_opt usually 4). "
         "Phi per device = stated params / (N_TP N_PP), assuming TP and PP split every parameter (replicated norms and "
         "embeddings make it larger) and, with EP, that stated params cannot be split (experts vs dense) so the trace is "
         "used: AccumulateGrad elements per step / m (the rank's parameters with gradients, experts included; skipped "
@@ -25,7 +25,9 @@ SPEC = Spec(
         "N_DP = stated dp, else the size of the dp gradient groups (EP folded into DP counts), else the layout's dp. "
         "The (n_opt+1) counts an fp32 master copy; with fp32 parameters (delta = 4) there is none, so the model "
         "over-counts by delta_opt Phi (/ N_DP from ZeRO-1). Activations, buffers and allocator fragmentation are not "
-        "modelled: the measured peak includes them, so [memory] warn_over_model (default 3) allows for them."),
+        "modelled: the measured peak includes them, so [memory] warn_over_model (default 3) allows for them. "
+        "Without a measured peak (no memory events) or without the optimizer state the check compares nothing: "
+        "not_applicable with the reason, the model's bytes still reported (unknown ones null)."),
 )
 
 
@@ -39,7 +41,7 @@ def run(ctx):
         return not_applicable(f"Phi cannot be known: {phi['source']}")
     opt = mf.optimizer(ctx)
     stage, n_dp = _sharding(ctx, deg)
-    x = {"Phi_device": phi, "delta": d, "delta_opt": mf.fact(4, "assumed 4 (fp32 optimizer state, PARALLELISM.md 1)"),
+    x = {"Phi_device": phi, "delta": d, "delta_opt": mf.fact(4, "assumed 4 (fp32 optimizer state, docs/parallelism.md 1)"),
          "n_opt": opt["n_opt"], "optimizer": opt["name"], "zero_stage": stage, "N_DP": n_dp,
          **{k: deg[k] for k in ("tp", "pp", "ep")}}
     P, dl, n, z = phi["value"], d["value"], n_dp["value"], stage["value"]
@@ -50,13 +52,11 @@ def run(ctx):
     total = None if state is None else params + grads + state
     formula = {0: "(2 delta + (n_opt+1) delta_opt) Phi", 1: "(2 delta + (n_opt+1) delta_opt / N_DP) Phi",
                2: "(delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi",
-               3: "(2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi"}[z] + f" [ZeRO-{z}, PARALLELISM.md 3.1]"
+               3: "(2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi"}[z] + f" [ZeRO-{z}, docs/parallelism.md 3.1]"
     peaks = _peaks(ctx)
     peak = max((p["peak_bytes"] for p in peaks), default=None)
     ratio = peak / total if peak is not None and total else None
     findings, status = [], "ok"
-    if k is None:
-        findings.append(f"Optimizer state not modelled: {opt['n_opt']['source']}.")
     if ratio is not None and ratio > ctx.limits.get("warn_over_model", 3.0):
         status = "warn"
         findings.append(f"Measured peak {peak / 2**30:.2f} GiB is {ratio:.1f}x the modelled {total / 2**30:.2f} GiB of "
@@ -67,7 +67,16 @@ def run(ctx):
                         "the optimizer or the sharding assumed by the model is not what ran.")
     numbers = {"per_device_bytes": {"parameters": params, "gradients": grads, "optimizer_state": state, "total": total},
                "formula": formula, "inputs": x, "measured_peak_bytes": peak, "measured_over_model": ratio}
-    return Result(status=status, numbers=numbers, findings=findings, tables={"measured_peaks": peaks})
+    tables = {"measured_peaks": peaks}
+    if ratio is None:  # compared nothing: not applicable, never ok (the model's numbers stay in the document)
+        why = []
+        if k is None:
+            why.append(f"optimizer state not modelled: {opt['n_opt']['source']}")
+        if peak is None:
+            why.append("no measured peak: the trace has no memory events with total_allocated (profile_memory off)")
+        return Result(status="not_applicable", numbers=numbers, findings=findings, tables=tables,
+                      reason="; ".join(why) or "the modelled total is 0 bytes")
+    return Result(status=status, numbers=numbers, findings=findings, tables=tables)
 
 
 def _any_delta(ctx):

@@ -3,7 +3,7 @@
 Every fact is ``{"value": v, "source": "..."}``: stated by the user (``ctx.stated``,
 the ``--layout`` keys and model dims) or inferred from the trace, and the source
 says which and how. A value that cannot be known is ``None`` with the reason as
-its source. Symbols follow PARALLELISM.md 1.
+its source. Symbols follow docs/parallelism.md 1.
 """
 
 import json
@@ -11,7 +11,7 @@ import math
 from collections import Counter
 
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
-# optimizer tensors per parameter (PARALLELISM.md 1: SGD 0, momentum 1, Adam/AdamW 2, Muon 1)
+# optimizer tensors per parameter (docs/parallelism.md 1: SGD 0, momentum 1, Adam/AdamW 2, Muon 1)
 N_OPT = {"adam": 2, "adamw": 2, "fusedadam": 2, "adamax": 2, "nadam": 2, "radam": 2, "lamb": 2, "fusedlamb": 2,
          "adadelta": 2, "sparseadam": 2, "adagrad": 1, "rmsprop": 1, "lion": 1, "muon": 1}
 WRAPPERS = {"zeroredundancyoptimizer", "lrscheduler", "optimizerwrapper"}
@@ -56,10 +56,9 @@ def delta(ctx, strategy=None) -> dict:
     """Bytes per element: the element size of the strategy's (else the gradient) collectives, else stated dtype_bytes."""
     if "dtype_bytes" in ctx.stated:
         return stated(ctx, "dtype_bytes")
-    where = "strategy = ?" if strategy else "strategy = 'dp'"
     got = ctx.con.execute(
-        f"SELECT elem_bytes, any_value(dtype), count(*) FROM comm_ops WHERE {where} AND elem_bytes IS NOT NULL "
-        "GROUP BY 1 ORDER BY 3 DESC LIMIT 1", [strategy] if strategy else []).fetchone()
+        "SELECT elem_bytes, any_value(dtype), count(*) FROM comm_ops WHERE strategy = ? AND elem_bytes IS NOT NULL "
+        "GROUP BY 1 ORDER BY 3 DESC LIMIT 1", [strategy or "dp"]).fetchone()
     if got:
         return fact(got[0], f"trace: element size of the {strategy or 'dp gradient'} collectives ({got[1]})")
     return fact(None, f"no {strategy or 'dp'} collective with a known dtype and no stated dtype_bytes")
@@ -142,10 +141,11 @@ def accumulated(ctx, shape, deg):
 
 
 def _mode_dims(ctx, names, shape):
+    """The most common input_dims of the ops named ``names`` (in the profiled steps when there are any)."""
     got = ctx.con.execute(
-        f"""SELECT a.input_dims, count(*) AS n FROM events e JOIN op_args a USING (rank, ev_id)
-            WHERE e.name IN ({', '.join('?' * len(names))}) AND (e.step IS NOT NULL OR NOT ?)
-            GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1""", [*names, shape["stepped"]]).fetchone()
+        """SELECT a.input_dims, count(*) AS n FROM events e JOIN op_args a USING (rank, ev_id)
+           WHERE list_contains(?::VARCHAR[], e.name) AND (e.step IS NOT NULL OR NOT ?)
+           GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1""", [list(names), shape["stepped"]]).fetchone()
     return (json.loads(got[0]), got[1]) if got else (None, 0)
 
 
@@ -188,8 +188,8 @@ def layers_local(ctx, shape, deg) -> dict:
                              (ATTENTION_KERNELS, 1, "attention kernels"),
                              (NORMS, 2, "norm calls / 2 (pre-norm: two per layer)")):
         n = ctx.con.execute(
-            f"""SELECT count(*) FROM events WHERE name IN ({', '.join('?' * len(names))}) AND (step IS NOT NULL OR NOT ?)""",
-            [*names, shape["stepped"]]).fetchone()[0]
+            "SELECT count(*) FROM events WHERE list_contains(?::VARCHAR[], name) AND (step IS NOT NULL OR NOT ?)",
+            [list(names), shape["stepped"]]).fetchone()[0]
         if n:
             each = n / (shape["ranks"] * shape["steps"] * m)
             return fact(each if per == 1 else math.floor(each / per),
@@ -207,7 +207,8 @@ def kv_ratio(ctx, shape) -> dict:
     return fact(1, "assumed 1 (MHA): not stated (kv_heads, heads) and no attention shapes")
 
 
-def top_k(ctx, shape) -> dict:
+def top_k(ctx) -> dict:
+    """K_MoE: stated top_k, else the k of the router's aten::topk calls."""
     if "top_k" in ctx.stated:
         return stated(ctx, "top_k")
     got = ctx.con.execute(

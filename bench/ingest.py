@@ -58,7 +58,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = "/work/shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
+DEFAULT_SOURCE = str(HERE.parent / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz")
 DEFAULT_OUT = HERE / "out"
 KINDS = ("hta", "traceparse", "floor")
 HEADER_SPAN = 64 << 10

@@ -1,4 +1,4 @@
-"""Shared fixtures: where the real traces are, and an isolated cache/temp dir per test."""
+"""Shared fixtures: where the public traces are, and an isolated cache/temp dir per test."""
 
 from __future__ import annotations
 
@@ -12,21 +12,23 @@ TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))  # `import traces` whatever pytest's import mode
 
-# The repo is cloned with `shared/` beside it: <parent>/<repo>/tests/conftest.py -> <parent>/shared/traces
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+# Real GPU traces from public repositories, bundled unchanged in the repository; their sources
+# and licenses: fixtures/public/README.md
+PUBLIC_TRACES = TESTS.parent / "fixtures" / "public"
 
 
-def shared_trace_files() -> list[Path]:
-    if not SHARED_TRACES.is_dir():
-        return []
-    return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+def public_trace_files() -> list[Path]:
+    """Every bundled public trace (``*.json``, ``*.json.gz`` under fixtures/public)."""
+    return sorted(p for p in PUBLIC_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
 
 
-def shared(rel: str) -> Path:
-    """Path of one real trace; skips the test when shared/traces (or the file) is absent."""
-    p = SHARED_TRACES / rel
+def public_trace(rel: str) -> Path:
+    """Path of one bundled public trace, ``rel`` to fixtures/public; a missing one fails the test."""
+    p = PUBLIC_TRACES / rel
     if not p.is_file():
-        pytest.skip(f"real trace {rel} not found (expected shared/traces beside the repo, at {SHARED_TRACES})")
+        pytest.fail(
+            f"bundled public trace {rel} is missing: expected {p} (see fixtures/public/README.md)", pytrace=False
+        )
     return p
 
 

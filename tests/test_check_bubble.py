@@ -1,6 +1,6 @@
 """The bubble check on the pipeline fixtures (real gloo runs) and on a GPU trace.
 
-Expected values come from truth.json's layout and the formula of PARALLELISM.md 3.2, textbook schedule
+Expected values come from truth.json's layout and the formula of docs/parallelism.md 3.2, textbook schedule
 orders are built here, and the measured bubble is recomputed from the raw trace with plain json.
 """
 
@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import run_check, shared
+from conftest import public_trace, run_check
 
 from traceparse.analyzers import bubble
 from traceparse.analyzers.context import thresholds
@@ -39,12 +39,12 @@ def check(store):
 
 
 def formula(layout):
-    """PARALLELISM.md 3.2: (N_PP - 1) / (m + N_PP - 1), interleaved (N_PP - 1) / (v m + N_PP - 1)."""
+    """docs/parallelism.md 3.2: (N_PP - 1) / (m + N_PP - 1), interleaved (N_PP - 1) / (v m + N_PP - 1)."""
     n, m, v = layout["pp"], layout["microbatches"], layout["virtual_stages"]
     return Fraction(n - 1, (v if layout["pp_schedule"] == "interleaved_1f1b" else 1) * m + n - 1)
 
 
-def gpipe_order(n, m, stage):
+def gpipe_order(n, m, stage):  # noqa: ARG001 (the same signature as the other orders)
     return [("F", stage, i) for i in range(m)] + [("B", stage, i) for i in range(m)]
 
 
@@ -188,5 +188,5 @@ def test_not_applicable_without_a_pipeline(check):
 
 
 def test_not_applicable_on_a_gpu_trace(check):
-    result, _ = check(shared("tracelens/mi300_resnet_ddp_rank0.json.gz"))
+    result, _ = check(public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz"))
     assert result.status == "not_applicable" and result.reason

@@ -1,7 +1,7 @@
 """comm_volume on the fixture runs (against truth.json) and on real GPU traces.
 
 Every expected number is computed here from truth.json (model, layout, comm rows)
-or from the raw trace JSON, with the formulas of PARALLELISM.md 3 and 4.
+or from the raw trace JSON, with the formulas of docs/parallelism.md 3 and 4.
 """
 
 import gzip
@@ -11,12 +11,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import run_check, shared
+from conftest import public_trace, run_check
+from traces import step, trace, write, x
 
 from traceparse.analyzers import comm_volume
 from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import open_run
 from traceparse.document.layout import inferred_layout
+from traceparse.load import open_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 NAMES = sorted(p.name for p in RUNS.glob("*") if (p / "truth.json").exists()) if RUNS.exists() else []
@@ -54,7 +55,7 @@ def truth_per_op(t):
 
 
 def truth_volume(t, strategy):
-    """The notes' volume (PARALLELISM.md 2) per rank per step: all-reduce 2 x size, all-gather the gathered
+    """The notes' volume (docs/parallelism.md 2) per rank per step: all-reduce 2 x size, all-gather the gathered
     size, other collectives and sends the size, receives 0; the ring's N-1 shifts scaled by N/(N-1)."""
     total = 0
     for r in t["comm"]:
@@ -67,7 +68,7 @@ def truth_volume(t, strategy):
 
 
 def formula(t, strategy):
-    """PARALLELISM.md 3/4 evaluated from truth's model and layout, per rank per step."""
+    """docs/parallelism.md 3/4 evaluated from truth's model and layout, per rank per step."""
     m, lay = t["model"], t["layout"]
     d, bsh, mb = m["dtype_bytes"], m["micro_batch"] * m["seq"] * m["hidden"], lay["microbatches"]
     layers = m["layers"] / lay["pp"]
@@ -197,7 +198,7 @@ def _raw_comm(path):
 
 
 def test_gpu_ddp_bytes_and_bandwidth():
-    path = shared("tracelens/mi300_resnet_ddp_rank0.json.gz")
+    path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     raw, steps = _raw_comm(path)
     with open_run([path], use_cache=False) as con:
         res = comm_volume.run(Context(con, inferred_layout(con), {}, thresholds()["comm_volume"]))
@@ -208,7 +209,7 @@ def test_gpu_ddp_bytes_and_bandwidth():
     assert rows["broadcast"]["bytes_in"] == raw["broadcast"] / steps
     for op in ("all_reduce", "broadcast"):
         mine = [(b, d, n) for o, b, d, n in ops if o == op and d]
-        factor = (lambda n: 2 * (n - 1) / n) if op == "all_reduce" else (lambda n: 1)
+        factor = (lambda n: 2 * (n - 1) / n) if op == "all_reduce" else (lambda _n: 1)
         assert rows[op]["algbw_gbps"] == pytest.approx(statistics.median(b / d for b, d, _ in mine))
         assert rows[op]["busbw_gbps"] == pytest.approx(statistics.median(b * factor(n) / d for b, d, n in mine))
         assert rows[op]["bus_bytes"] == pytest.approx(sum(b * factor(n) for b, _, n in mine) / steps)
@@ -217,6 +218,64 @@ def test_gpu_ddp_bytes_and_bandwidth():
 
 
 def test_no_communication_is_not_applicable():
-    with open_run([shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")], use_cache=False) as con:
+    with open_run([public_trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")], use_cache=False) as con:
         res = comm_volume.run(Context(con, inferred_layout(con), {}, thresholds()["comm_volume"]))
     assert res.status == "not_applicable" and "no communication" in res.reason
+
+
+def _run(path, stated=None):
+    with open_run([public_trace(path)], use_cache=False) as con:
+        return comm_volume.run(Context(con, inferred_layout(con), stated or {}, thresholds()["comm_volume"]))
+
+
+def test_vllm_tp_without_model_dims_is_not_applicable():
+    """vLLM TP=8 inference: all-reduce sizes are known but b S H and the layers are not: nothing compared."""
+    res = _run("tracelens/b200_vllm_tp8_rank0.json.gz")
+    tp = res.numbers["per_strategy"]["tp"]
+    assert tp["measured_bytes"] > 0 and tp["expected_bytes"] is None and tp["ratio"] is None
+    assert tp["status"] == "not_applicable" and "b S H" in tp["reason"]
+    assert res.status == "not_applicable"
+    assert res.reason.startswith("no strategy has both a measured and an expected volume") and "tp:" in res.reason
+    # stating the model dims gives the formula something to compare with: graded, not "not applicable"
+    stated = _run("tracelens/b200_vllm_tp8_rank0.json.gz", {"micro_batch": 1, "seq": 128, "hidden": 4096, "layers": 32})
+    assert stated.numbers["per_strategy"]["tp"]["ratio"] is not None
+    assert stated.status in ("ok", "warn", "fail") and stated.reason is None
+
+
+def test_deepseek_ep_without_sizes_is_not_applicable():
+    """DeepSeek-V3 DeepEP kernels record no sizes, and no expectation can be formed: nothing compared."""
+    res = _run("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
+    ep = res.numbers["per_strategy"]["ep"]
+    assert ep["measured_bytes"] is None and ep["ratio"] is None and ep["ops_without_size"] > 0
+    assert ep["status"] == "not_applicable" and "no operation has a known size" in ep["reason"]
+    assert res.status == "not_applicable" and "ep:" in res.reason
+    assert all(r["bytes_in"] is None and r["notes_bytes"] is None for r in res.numbers["per_op"])
+
+
+def test_untagged_only_is_not_applicable(tmp_path):
+    """Communication that no rule tagged has no formula: not applicable, and the unknown size stays null."""
+    k = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+    def ar(ts, n=None):
+        a = {"stream": 7, "Collective name": "allreduce", "dtype": "BFloat16", "Group size": 2,
+             "Process Group Ranks": "[0, 1]"}
+        a.update({"In msg nelems": n, "Out msg nelems": n} if n else {})
+        return x(k, ts, 40, cat="kernel", pid=0, tid=7, args=a)
+
+    f = write(tmp_path / "rank0.json", trace([step(1, 1000, 1000), ar(1100, 8), ar(1200)], rank=0, world_size=2))
+    with open_run([f], use_cache=False) as con:
+        res = comm_volume.run(Context(con, inferred_layout(con), {}, thresholds()["comm_volume"]))
+    assert res.status == "not_applicable" and "tagged" in res.reason
+    (row,) = res.numbers["per_op"]
+    assert (row["strategy"], row["bytes_in"], row["ops_without_size"]) == ("untagged", 8 * 2, 1)  # the known sum
+
+
+def test_cause_leaves_out_operations_without_size():
+    """A strategy whose ops are partly unsized: the explanation uses the sized ones, never 0 for the others."""
+    values = {"delta": 2, "Phi_dp": 100, "microbatches": 1, "pp": 2, "virtual_stages": 1, "bSH": 10, "delta_pp": 2}
+    x_ = {k: {"value": v, "source": "stated"} for k, v in values.items()}
+    rows = [{"op": "all_reduce", "notes_bytes": 400, "count": 1}, {"op": "broadcast", "notes_bytes": None, "count": 2}]
+    why = comm_volume.cause("dp", "zero0", x_, rows, [], 400, 400, 1)
+    assert "all_reduce 2.00" in why and "broadcast" not in why
+    sends = [{"op": "send", "notes_bytes": None, "count": 2}]
+    assert "? each" in comm_volume.cause("pp", "p2p", x_, sends, [], None, 40, 1)

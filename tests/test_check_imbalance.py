@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import run_check, shared
+from conftest import public_trace, run_check
 
 from traceparse.analyzers import imbalance
 from traceparse.analyzers.context import Context, thresholds
@@ -129,7 +129,10 @@ def gpu_compute_per_step(path):
     with gzip.open(path) as fh:
         doc = json.load(fh, parse_float=Decimal)  # microseconds, exactly as written
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    ns = lambda us: int(us * 1000)
+
+    def ns(us):
+        return int(us * 1000)
+
     steps = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in events
              if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     launch = {}
@@ -157,7 +160,7 @@ def gpu_compute_per_step(path):
 
 
 def test_one_gpu_rank():
-    path = shared("tracelens/mi300_resnet_ddp_rank0.json.gz")
+    path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     with open_run([path], use_cache=False) as con:
         res = imbalance.run(Context(con, inferred_layout(con), {}, thresholds()["imbalance"]))
     assert res.status == "not_applicable" and "one rank" in res.reason

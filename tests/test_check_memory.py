@@ -1,7 +1,7 @@
-"""memory: the ZeRO memory model (PARALLELISM.md 3.1) on fixture runs, and the measured peak on a GPU trace.
+"""memory: the ZeRO memory model (docs/parallelism.md 3.1) on fixture runs, and the measured peak on a GPU trace.
 
 Expected bytes are computed here from truth.json (model.params, dtype_bytes, optimizer.n_opt,
-layout) with the table of PARALLELISM.md 3.1; the peak from the raw trace JSON.
+layout) with the table of docs/parallelism.md 3.1; the peak from the raw trace JSON.
 """
 
 import gzip
@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_check, shared
+from conftest import public_trace, run_check
 
 from traceparse.analyzers import memory
 from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import open_run
 from traceparse.document.layout import inferred_layout
+from traceparse.load import open_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ZERO_RUNS = ["ddp4", "zero1_dp4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4"]
@@ -32,7 +32,7 @@ def truth(name):
 
 
 def zero_table(t):
-    """(parameters, gradients, optimizer state) bytes per device, PARALLELISM.md 3.1."""
+    """(parameters, gradients, optimizer state) bytes per device, docs/parallelism.md 3.1."""
     phi, d, k = t["model"]["params"], t["model"]["dtype_bytes"], t["optimizer"]["n_opt"]
     z, n = t["layout"]["zero_stage"], t["layout"]["dp"]
     return (d * phi / (n if z == 3 else 1), d * phi / (n if z >= 2 else 1), (k + 1) * DELTA_OPT * phi / (n if z >= 1 else 1))
@@ -53,8 +53,10 @@ def test_zero_table(name, stated, check):
     assert x["Phi_device"]["value"] == t["model"]["params"]
     assert x["Phi_device"]["source"].startswith("stated" if stated else "trace")
     assert x["N_DP"]["value"] == t["layout"]["dp"] and x["zero_stage"]["value"] == t["layout"]["zero_stage"]
-    assert res.numbers["measured_peak_bytes"] is None and res.numbers["measured_over_model"] is None  # CPU runs: no memory events
-    assert res.status == "ok"
+    # CPU runs record no memory events: no measured peak, so the model is reported but compared with nothing
+    assert res.numbers["measured_peak_bytes"] is None and res.numbers["measured_over_model"] is None
+    assert res.status == "not_applicable" and res.reason.startswith("no measured peak")
+    assert res.document()["reason"] == res.reason and res.document()["per_device_bytes"]["total"] == p + g + o
 
 
 def test_ddp4_is_2_delta_plus_3_delta_opt_phi(check):
@@ -89,7 +91,7 @@ def _raw_peak(path):
 
 
 def test_gpu_measured_peak():
-    path = shared("hta/df_index_resolver/df_index_resolver.json.gz")
+    path = public_trace("hta/df_index_resolver/df_index_resolver.json.gz")
     with open_run([path], use_cache=False) as con:
         lay = inferred_layout(con)
         alone = memory.run(Context(con, lay, {}, thresholds()["memory"]))
@@ -101,3 +103,16 @@ def test_gpu_measured_peak():
     assert res.numbers["per_device_bytes"]["total"] == total
     assert res.numbers["measured_over_model"] == pytest.approx(peak / total)
     assert res.status == ("warn" if peak / total > thresholds()["memory"]["warn_over_model"] else "ok")
+
+
+def test_optimizer_not_modelled_is_not_applicable():
+    """A measured peak but no optimizer state model (n_opt unknown): no total to compare with, not 'ok'."""
+    path = public_trace("hta/df_index_resolver/df_index_resolver.json.gz")
+    with open_run([path], use_cache=False) as con:
+        lay = inferred_layout(con)
+        res = memory.run(Context(con, lay, {"params": 25_000_000, "optimizer": "Unknown"}, thresholds()["memory"]))
+    assert res.numbers["measured_peak_bytes"] == _raw_peak(path)
+    per_device = res.numbers["per_device_bytes"]
+    assert per_device["optimizer_state"] is None and per_device["total"] is None
+    assert res.numbers["measured_over_model"] is None
+    assert res.status == "not_applicable" and res.reason.startswith("optimizer state not modelled")

@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import run_check, shared
+from conftest import public_trace, run_check
 
 from traceparse.analyzers import overlap
 from traceparse.analyzers.base import grade
@@ -180,7 +180,7 @@ def test_expected_exposure_never_warns(check):
 
 
 def test_no_communication_is_not_applicable(check):
-    res, _ = check(shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
+    res, _ = check(public_trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
     assert res.status == "not_applicable"
     assert res.reason
 
@@ -213,7 +213,7 @@ def test_gpu_overall_matches_hta_definition(check):
     installed pandas): HTA's definition recomputed here. (HTA with that overflow patched locally and
     HTA_DISABLE_NS_ROUNDING=1 gave 25.25 %, as this does; the ProfilerStep copies on the GPU timeline
     extend its window to every kernel.)"""
-    path = shared("tracelens/mi300_resnet_ddp_rank0.json.gz")
+    path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     res, _ = check(path)
     comm, hid = hta_definition(path)
     (row,) = res.numbers["hta_per_rank"]
@@ -224,7 +224,7 @@ def test_gpu_overall_matches_hta_definition(check):
 
 def test_custom_comm_kernels_count(check):
     """DeepEP dispatch/combine kernels are communication (HTA sees no NCCL kernel here and returns NaN)."""
-    path = shared("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
+    path = public_trace("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
     res, _ = check(path)
     comm, hid = hta_definition(path)
     assert res.numbers["hta_per_rank"][0]["comm_ns"] == pytest.approx(comm, abs=1000)
@@ -255,12 +255,12 @@ def hta_overlap(paths, tmp_path):
         df = TraceAnalysis(trace_dir=str(trace_dir)).get_comm_comp_overlap(visualize=False)
     finally:
         logging.disable(logging.NOTSET)
-    return dict(zip(df["rank"], df["comp_comm_overlap_pctg"]))
+    return dict(zip(df["rank"], df["comp_comm_overlap_pctg"], strict=True))
 
 
 @pytest.mark.parametrize("rels", HTA_RUNS, ids=lambda r: r[0].split("/")[1])
 def test_overall_agrees_with_hta(check, rels, tmp_path):
-    paths = [shared(r) for r in rels]
+    paths = [public_trace(r) for r in rels]
     expected = hta_overlap(paths, tmp_path)
     res, _ = check(*paths)
     got = {r["rank"]: 100 * r["overlap"] for r in res.numbers["hta_per_rank"]}
@@ -274,7 +274,7 @@ def test_overall_agrees_with_hta(check, rels, tmp_path):
 def test_hta_without_microsecond_rounding_is_equal(check, tmp_path, monkeypatch):
     """HTA shrinks float-us events to whole microseconds (ceil start, floor end); without that the numbers agree."""
     monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
-    path = shared("hta/nccl_parser_config/nccl_data.json.gz")
+    path = public_trace("hta/nccl_parser_config/nccl_data.json.gz")
     expected = hta_overlap([path], tmp_path)
     res, _ = check(path)
     (row,) = res.numbers["hta_per_rank"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import shared
+from conftest import public_trace
 from traces import step, trace, write, x
 
 from traceparse.cli import main
@@ -54,7 +54,7 @@ def tiny(tmp_path):
 # --- analyze --------------------------------------------------------------------------
 
 def test_analyze_text(tmp_path):
-    f = shared(SMALL_REAL)
+    f = public_trace(SMALL_REAL)
     doc = plain_json(f)
     r = invoke("analyze", "--db", tmp_path / "s.duckdb", f)
     assert r.exit_code == 0, r.output
@@ -66,7 +66,7 @@ def test_analyze_text(tmp_path):
 
 
 def test_analyze_json(tmp_path):
-    f = shared(SMALL_REAL)
+    f = public_trace(SMALL_REAL)
     doc = plain_json(f)
     r = invoke("analyze", "--format", "json", "--db", tmp_path / "s.duckdb", f)
     assert r.exit_code == 0, r.output
@@ -123,7 +123,7 @@ def test_analyze_folder_of_ranks(tmp_path):
 
 
 def test_console_script_subprocess(tmp_path):
-    f = shared(SMALL_REAL)
+    f = public_trace(SMALL_REAL)
     exe = shutil.which("traceparse", path=str(Path(sys.executable).parent)) or shutil.which("traceparse")
     if exe is None:
         pytest.skip("the traceparse console script is not installed")
@@ -203,6 +203,139 @@ def test_version():
     assert r.exit_code == 0 and __version__ in r.stdout
 
 
+# --- internal errors: exit 3, one line; the traceback only with --debug ----------------
+
+def _boom(*_args, **_kwargs):
+    raise RuntimeError("boom: a bug\nsecond line of the message")
+
+
+@pytest.mark.parametrize("command, target", [("analyze", "document"), ("layout", "layout_document"),
+                                             ("tags", "tags_document")])
+def test_internal_error_exit_3_one_line(tmp_path, tiny, monkeypatch, command, target):
+    import traceparse.document
+
+    monkeypatch.setattr(traceparse.document, target, _boom)
+    r = invoke(command, "--db", tmp_path / "s.duckdb", tiny)
+    assert r.exit_code == 3
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("traceparse: internal error: RuntimeError: boom: a bug — please report it")
+    assert "--debug" in lines[0] and "second line" not in lines[0]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_internal_error_traceback_with_debug(tmp_path, tiny, monkeypatch):
+    import traceparse.document
+
+    monkeypatch.setattr(traceparse.document, "document", _boom)
+    r = invoke("--debug", "analyze", "--db", tmp_path / "s.duckdb", tiny)
+    assert r.exit_code == 3
+    assert r.stderr.startswith("Traceback (most recent call last):")
+    assert "in _boom" in r.stderr and "RuntimeError: boom: a bug" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("traceparse: internal error: RuntimeError: boom: a bug")
+
+
+def test_bad_input_stays_exit_2_with_debug(tmp_path):
+    f = tmp_path / "rank0.json"
+    f.write_text("not json")
+    r = invoke("--debug", "analyze", "--db", tmp_path / "s.duckdb", f)
+    assert r.exit_code == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and str(f) in r.stderr
+
+
+@pytest.mark.parametrize("args", [["analyze"], ["analyze", "--nope", "x.json"], ["no-such-command"],
+                                  ["--debug", "analyze", "--format", "yaml", "x.json"]],
+                         ids=["missing-paths", "unknown-option", "unknown-command", "bad-choice"])
+def test_usage_errors_stay_exit_2(args):
+    r = invoke(*args)
+    assert r.exit_code == 2
+    assert "Usage:" in r.stderr and "internal error" not in r.stderr
+
+
+# --- unknown is never zero: the control trace records no collective sizes --------------
+
+CONTROL = "hta/trace_diff/control/control.json.gz"
+
+
+@pytest.fixture(scope="module")
+def control(tmp_path_factory):
+    """(trace path, store path) of the control trace, loaded once."""
+    f = public_trace(CONTROL)
+    db = tmp_path_factory.mktemp("control") / "s.duckdb"
+    load_run([f], db=db)
+    return f, db
+
+
+def test_control_trace_records_no_sizes(control):
+    """What the tests below rest on: no record_param_comms of the trace carries a message size."""
+    comms = [e.get("args", {}) for e in plain_json(control[0])["traceEvents"] if e.get("name") == "record_param_comms"]
+    assert comms and not any("In msg nelems" in a or "Out msg nelems" in a for a in comms)
+
+
+def test_unknown_sizes_are_null_in_json(control):
+    f, db = control
+    r = invoke("analyze", "--format", "json", "--db", db, f)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["collectives"]
+    per_rank_step = len(doc["run"]["ranks"]) * len(doc["run"]["steps"])
+    for row in doc["collectives"]:
+        assert row["bytes_per_rank_per_step"] is None, row
+        assert row["ops_without_size"] == round(row["count"] * per_rank_step) > 0, row  # every operation unsized
+    for c in doc["summary"]["comm"]:
+        assert (c["bytes_in"], c["bytes_out"], c["ops_without_size"]) == (None, None, c["ops"]), c
+    for r in doc["summary"]["per_rank"]:
+        assert r["comm_ops"] > 0 and r["comm_bytes_in"] is None, r
+    cv = doc["checks"]["comm_volume"]
+    assert cv["status"] == "not_applicable" and "no strategy has both" in cv["reason"]
+    for s, row in cv["per_strategy"].items():
+        assert row["measured_bytes"] is None and row["ratio"] is None and row["status"] == "not_applicable", s
+        assert s in cv["reason"]
+    mem = doc["checks"]["memory"]
+    assert mem["measured_peak_bytes"] is None and mem["measured_over_model"] is None
+    assert mem["status"] == "not_applicable" and "no measured peak" in mem["reason"]
+
+
+def _table_rows(text, header_start):
+    """Rows (lists of cells split on 2+ spaces) of the table whose header line starts with ``header_start``."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    header = re.split(r"\s{2,}", lines[at].strip())
+    out = []
+    for line in lines[at + 2:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) != len(header):
+            break
+        out.append(dict(zip(header, cells, strict=True)))
+    return out
+
+
+def test_unknown_sizes_print_dash_in_text(control):
+    f, db = control
+    r = invoke("analyze", "--db", db, f)
+    assert r.exit_code == 0, r.output
+    assert "0.00 MB" not in r.stdout
+    coll = _table_rows(r.stdout, "strategy ")
+    assert coll and all(row["bytes"] == "-" and int(row["no size"]) > 0 for row in coll), coll
+    comm = _table_rows(r.stdout, "op  ")
+    assert comm and all(row["bytes in"] == "-" and row["no size"] == row["ops"] for row in comm), comm
+    assert "comm_volume: not_applicable (no strategy has both" in r.stdout
+    assert "memory: not_applicable (" in r.stdout
+
+
+def test_tags_unknown_sizes(control):
+    f, db = control
+    r = invoke("tags", "--format", "json", "--db", db, f)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["tags"] and all(t["bytes_in"] is None and t["ops_without_size"] == t["ops"] for t in doc["tags"])
+    assert doc["untagged"]["all_ops"] == sum(t["ops"] for t in doc["tags"])
+    r = invoke("tags", "--db", db, f)
+    rows_ = _table_rows(r.stdout, "strategy")
+    assert rows_ and all(row["bytes in"] == "-" for row in rows_), r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("untagged: ")
+
+
 # --- the store cache ------------------------------------------------------------------
 
 def test_cache_reused(tmp_path, tiny, monkeypatch):
@@ -244,7 +377,7 @@ def test_no_cache_leaves_cache_dir_empty(tmp_path, tiny):
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
-def test_no_cache_keeps_no_store_anywhere(tmp_path, tiny, isolated_dirs):
+def test_no_cache_keeps_no_store_anywhere(tiny, isolated_dirs):
     tmp = isolated_dirs["tmp"]
     before = set(tmp.rglob("*"))
     r = invoke("analyze", "--no-cache", tiny)

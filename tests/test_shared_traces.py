@@ -1,4 +1,4 @@
-"""Every real trace in shared/traces loads, and the store agrees with the JSON.
+"""Every bundled public trace (fixtures/public) loads, and the store agrees with the JSON.
 
 Expected values are computed here from the file itself with plain gzip + json,
 never copied from traceparse's output.
@@ -15,17 +15,22 @@ from collections import Counter, defaultdict
 from functools import lru_cache
 
 import pytest
-from conftest import SHARED_TRACES, shared, shared_trace_files
+from conftest import PUBLIC_TRACES, public_trace, public_trace_files
 from traces import load, rows, scalar
 
-FILES = shared_trace_files()
-pytestmark = pytest.mark.skipif(
-    not FILES, reason=f"shared/traces not found beside the repo (looked in {SHARED_TRACES})"
-)
+FILES = public_trace_files()
 
 
 def _rel(p):
-    return str(p.relative_to(SHARED_TRACES))
+    return str(p.relative_to(PUBLIC_TRACES))
+
+
+def test_public_traces_are_bundled():
+    """The traces are in the repository, each listed in fixtures/public/README.md with its source."""
+    assert FILES, f"no bundled public traces in {PUBLIC_TRACES}"
+    readme = (PUBLIC_TRACES / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([^`]+\.json(?:\.gz)?)` \|", readme, re.MULTILINE))
+    assert listed == {_rel(p) for p in FILES}
 
 
 @lru_cache(maxsize=None)
@@ -67,6 +72,8 @@ RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 @pytest.mark.parametrize("path", FILES or [None], ids=lambda p: _rel(p) if p else "none")
 def test_real_trace_loads_and_counts_match(path, store):
+    if path is None:
+        pytest.fail(f"no bundled public traces in {PUBLIC_TRACES}", pytrace=False)
     doc = raw(path)
     con = store(path)
     evs = complete(doc)
@@ -149,7 +156,7 @@ def outermost_rpc(evs):
 
 @pytest.mark.parametrize("rel", RPC_TRACES)
 def test_record_param_comms_collectives(rel, store):
-    path = shared(rel)
+    path = public_trace(rel)
     evs = complete(raw(path))
     calls = [e for e in outermost_rpc(evs) if e["args"].get("Collective name") not in (None, "wait")]
     assert calls, "the trace was chosen for its record_param_comms args"
@@ -184,7 +191,7 @@ def test_record_param_comms_collectives(rel, store):
 
 
 def test_deepep_custom_kernels_are_comm_ops(store):
-    path = shared("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
+    path = public_trace("deepseek/dsv3_ep64_dualpipe_rank0.json.gz")
     evs = complete(raw(path))
     pat = re.compile(r"\bdpsk::ep::internode::(?:notify_)?(?:dispatch|combine)\b")
     deepep = [e for e in evs if e.get("cat") == "kernel" and pat.search(e["name"])]
@@ -200,7 +207,7 @@ def test_deepep_custom_kernels_are_comm_ops(store):
 
 
 def test_single_gpu_trace_has_no_communication(store):
-    con = store(shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
+    con = store(public_trace("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
     assert scalar(con, "SELECT count(*) FROM comm_ops") == 0
 
 
@@ -214,7 +221,7 @@ def test_single_gpu_trace_has_no_communication(store):
     ],
 )
 def test_float_timestamps_are_exact_nanoseconds(rel, store):
-    path = shared(rel)
+    path = public_trace(rel)
     doc = raw(path, exact=True)
     evs = complete(doc)
     fractional = [i for i, e in enumerate(evs) if isinstance(e["ts"], decimal.Decimal) and e["ts"] % 1]

@@ -1,11 +1,11 @@
 """Tagging rules: the rule files themselves, and the tags on real GPU traces whose truth is
-known from their source (see shared/traces/README.md)."""
+known from their source (see fixtures/public/README.md)."""
 
 import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import shared
+from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.load import open_run
@@ -38,7 +38,7 @@ def test_rule_examples(rule):
     for ex in rule.must_not_match:
         assert not matches(con, rule, ex), ex
     assert rule.id == rule.file.removesuffix(".toml")
-    assert "PARALLELISM.md" in rule.why
+    assert "docs/parallelism.md" in rule.why
 
 
 def test_rules_name_only_known_feature_columns():
@@ -50,11 +50,11 @@ def test_rules_name_only_known_feature_columns():
 def test_explain_prints_a_rule():
     r = CliRunner().invoke(main, ["explain", "p2p_chain"])
     assert r.exit_code == 0
-    assert "PARALLELISM.md 3.2" in r.output and "when:" in r.output
+    assert "docs/parallelism.md 3.2" in r.output and "when:" in r.output
 
 
 def tags_of(rel):
-    with open_run([shared(rel)], use_cache=False) as con:
+    with open_run([public_trace(rel)], use_cache=False) as con:
         return con.execute("SELECT op, strategy, variant, count(*) FROM comm_ops GROUP BY ALL").fetchall(), \
             {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM layout").fetchall()}
 

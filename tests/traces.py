@@ -104,7 +104,7 @@ def load(paths, db, **kw):
 def rows(con, sql, params=None) -> list[dict]:
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def scalar(con, sql, params=None):

@@ -1,16 +1,20 @@
 """The ``traceparse`` command: argument parsing, library calls, exit codes.
 
-Exit codes: 0 success, 1 a --fail-on threshold breached, 2 bad input or usage.
+Exit codes: 0 success, 1 a --fail-on threshold breached, 2 bad input or usage, 3 an internal error
+(a bug: one line on stderr, the traceback with ``traceparse --debug``).
 """
 
+import errno
 import json
 import sys
+import traceback
 from contextlib import closing
 
 import click
 
 from . import __version__
 from .errors import TraceError
+
 
 def _open(paths, db, no_cache, allow_mixed):
     from .load import connect, open_run
@@ -36,18 +40,43 @@ def layout_option(f):
     )(f)
 
 
+INTERNAL_ERROR = 3
+
+
+def internal_error_line(e: BaseException, debug: bool) -> str:
+    """One line for an exception that is not bad input: its type, its first line, what to do."""
+    msg = next(iter(str(e).splitlines()), "").strip()
+    what = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+    how = "the traceback is above" if debug else "run with --debug for the traceback"
+    return (f"traceparse: internal error: {what} — please report it with the command and, if you can, "
+            f"the trace ({how})")
+
+
 class Main(click.Group):
+    """The command group: bad input (TraceError) exits 2 with one line; any other exception, a bug, exits 3."""
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TraceError as e:
             click.echo(f"traceparse: error: {e}", err=True)
             sys.exit(2)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, EOFError):
+            raise  # click's own handling: usage errors exit 2, Ctrl-C / Ctrl-D abort with 1
+        except Exception as e:
+            if isinstance(e, OSError) and e.errno == errno.EPIPE:
+                raise  # output piped into a reader that stopped (| head): click exits quietly
+            debug = bool(ctx.params.get("debug"))
+            if debug:
+                click.echo(traceback.format_exc(), err=True, nl=False)
+            click.echo(internal_error_line(e, debug), err=True)
+            sys.exit(INTERNAL_ERROR)
 
 
 @click.group(cls=Main)
 @click.version_option(__version__, prog_name="traceparse")
-def main():
+@click.option("--debug", is_flag=True, help="On an internal error (exit 3), print the traceback.")
+def main(debug):  # noqa: ARG001 -- read by Main.invoke from ctx.params
     """Parallelism-aware analysis of PyTorch profiler traces of distributed training jobs."""
 
 
@@ -133,7 +162,7 @@ def _print_relation(rel, fmt):
     cols = rel.columns
     data = rel.fetchall()
     if fmt == "json":
-        click.echo(json.dumps([dict(zip(cols, r)) for r in data], default=str, indent=2))
+        click.echo(json.dumps([dict(zip(cols, r, strict=True)) for r in data], default=str, indent=2))
     elif fmt == "csv":
         import csv
 
@@ -153,13 +182,13 @@ def _print_relation(rel, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     """Print the layout inferred from PATHS, with its evidence, checked against --layout."""
-    from .document.layout import compare_stated, inferred_layout, lint, parse_stated
+    from .document import layout_document
+    from .document.layout import parse_stated
     from .report.text import render_layout
 
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
-        lay = inferred_layout(con)
-        doc = {"layout": lay, "layout_check": {"stated": compare_stated(lay, stated), "lint": lint(con, lay, stated)}}
+        doc = layout_document(con, stated)
     click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_layout(doc))
 
 
@@ -169,22 +198,12 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def tags(paths, db, no_cache, allow_mixed, fmt):
     """Print how the communication of PATHS was tagged: strategy, variant, op, rule; and what stayed untagged."""
-    from .document.layout import tags as tag_rows
-    from .document.layout import untagged
-    from .report.text import mb, ms, pct, table
+    from .document import tags_document
+    from .report.text import render_tags
 
     with _open(paths, db, no_cache, allow_mixed) as con:
-        rows, u = tag_rows(con), untagged(con)
-    if fmt == "json":
-        click.echo(json.dumps({"tags": rows, "untagged": u}, indent=2, default=str))
-        return
-    click.echo(table(
-        ["strategy", "variant", "op", "rule", "confidence", "ops", "ranks", "a group", "bytes in", "time"],
-        [[r["strategy"], r["variant"] or "", r["op"], r["rule_id"] or "", r["confidence"] or "", r["ops"], r["ranks"],
-          r["a_group"] or "?", mb(r["bytes_in"]), ms(r["time_ns"])] for r in rows],
-    ))
-    share = "-" if u["time_fraction"] is None else pct(u["time_fraction"])
-    click.echo(f"untagged: {u['ops']} of {u['all_ops']} operations, {share} of communication time")
+        doc = tags_document(con)
+    click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_tags(doc))
 
 
 @main.group()
@@ -194,15 +213,19 @@ def rules():
 
 @rules.command("validate")
 def rules_validate():
-    """Check every tagging rule file: schema, unique ids, a valid predicate, its examples."""
-    from .tagging.rules import rule_files, validate
+    """Check every rule file, tag rules (rules/tags) and communication kernel rules (rules/comm_kernels):
+    schema, ids unique across both, a valid predicate or pattern, its examples."""
+    from . import comm_kernels
+    from .tagging import rules as tag_rules
 
-    problems = validate()
+    problems = tag_rules.validate() + comm_kernels.validate()
     for p in problems:
         click.echo(f"traceparse: rule error: {p}", err=True)
     if problems:
         sys.exit(2)
-    click.echo(f"{len(rule_files())} rule files valid")
+    for n, folder, what in ((len(tag_rules.rule_files()), "rules/tags", "tag rules"),
+                            (len(comm_kernels.rule_files()), "rules/comm_kernels", "communication kernel rules")):
+        click.echo(f"{n} rule {'file' if n == 1 else 'files'} valid in {folder} ({what})")
 
 
 @main.command()
@@ -216,8 +239,9 @@ def schema():
 @main.command()
 @click.argument("ident")
 def explain(ident):
-    """Print the definition of a metric, check or rule."""
+    """Print the definition of a metric, check, rule, or vocabulary table (compute_intervals, ...)."""
     from .checks import specs
+    from .comm_kernels import load_rules as load_kernel_rules
     from .metrics import METRICS
     from .tagging.rules import load_rules
 
@@ -235,8 +259,28 @@ def explain(ident):
         for ex in rule.must_not_match:
             click.echo(f"  does not match: {ex}")
         return
+    kernel = next((r for r in load_kernel_rules() if r.id == ident), None)
+    if kernel:
+        click.echo(f"{kernel.id}: {kernel.title}\n  kind: {kernel.kind} (a kernel whose name matches the pattern is "
+                   f"one {kernel.op} of its own, comm_ops.source = 'custom_kernel')\n  op: {kernel.op}\n"
+                   f"  pattern: {kernel.pattern}\n  why: {kernel.why}")
+        for ex in kernel.must_match:
+            click.echo(f"  matches: {ex}")
+        for ex in kernel.must_not_match:
+            click.echo(f"  does not match: {ex}")
+        return
+    from .store.schema import VIEWS, VOCABULARY
+
+    concept = {**VOCABULARY, **VIEWS}.get(ident)
+    if concept:
+        comment, cols = concept
+        click.echo(f"{ident}: {comment}")
+        for c, t, doc in cols:
+            click.echo(f"  {c} ({t}): {doc}")
+        return
     if ident not in METRICS:
-        known = sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()]
+        known = (sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()] + [r.id for r in load_kernel_rules()]
+                 + list(VOCABULARY) + list(VIEWS))
         click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
         sys.exit(2)
     title, definition, denominator = METRICS[ident]

@@ -8,6 +8,7 @@ import hashlib
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -17,11 +18,12 @@ from pathlib import Path
 
 from . import __version__
 from .errors import TraceError
-from .ingest.rank import parse_rank_file
 from .inputs import expand_inputs
 from .run_identity import align_clocks, assign_ranks, check_one_run
-from .store.build import build_store
 from .store.schema import SCHEMA_VERSION
+
+# .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
+# commands that load nothing start without them.
 
 
 def cache_dir() -> Path:
@@ -81,6 +83,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries]}
+        from .store.build import build_store
+
         build_store(tmp, summaries, issues, meta)
         os.replace(tmp, target)
         done = True
@@ -111,16 +115,12 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False):
 
 
 def connect(path):
-    """Read-only connection to an existing store, with the store's SQL macros."""
+    """Read-only connection to an existing store (its SQL macros and views are stored in it)."""
     import duckdb
-
-    from .store.build import sql_file
 
     if not Path(path).is_file() or _stored_key(Path(path)) is None:
         raise TraceError(path, "not a traceparse store (no such file, or not made by traceparse)")
-    con = duckdb.connect(str(path), read_only=True)
-    con.execute(sql_file("macros.sql").replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO"))
-    return con
+    return duckdb.connect(str(path), read_only=True)
 
 
 def _parse_all(files, stage, workers):
@@ -131,11 +131,38 @@ def _parse_all(files, stage, workers):
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["traceparse.ingest.rank"])
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    with _main_not_rerun(), ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         return list(pool.map(_parse_one, jobs))
 
 
+@contextmanager
+def _main_not_rerun():
+    """Start workers that do not run the caller's main script again.
+
+    A forkserver (or spawn) worker is sent multiprocessing.spawn.get_preparation_data(), which names
+    the caller's main module (``__main__.__spec__.name``) or file (``__main__.__file__``), and runs it
+    again as ``__mp_main__`` before taking work: a script without an ``if __name__ == "__main__":``
+    guard re-entered the load in every worker and broke the pool (BrokenProcessPool). The workers only
+    run traceparse's own functions, so while the pool starts them (all in ``pool.map``) the main
+    module names neither; both are restored afterwards.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__dict__["__spec__"] = None
+        main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
 def _parse_one(job):
+    from .ingest.rank import parse_rank_file
+
     path, out = job
     try:
         return parse_rank_file(path, out)

@@ -8,8 +8,9 @@ METRICS = {
     ),
     "profiled_window": (
         "Profiled window",
-        "from the start of the rank's first ProfilerStep to the end of its last (whole trace when there are no steps)",
-        "the denominator of busy and communication fractions",
+        "the rank's step windows (step_windows: one per ProfilerStep#N; the whole trace when it has none), summed",
+        "the denominator of communication fractions; busy time uses the span from the first window's start to the "
+        "last window's end",
     ),
     "busy_time": (
         "Busy time per thread / stream",
@@ -19,9 +20,18 @@ METRICS = {
     ),
     "comm_time": (
         "Time in communication",
-        "length of the union of the rank's communication operations (comm_ops) inside the profiled window: "
-        "the execution interval (GPU kernel, or gloo worker annotation) when known, else the CPU call",
+        "per step window, the length of the union of the rank's counted comm_intervals anchored in it (each "
+        "operation's execution: kernels, gloo worker annotation, custom kernel; its CPU call when no execution is "
+        "known), summed over the windows (window_totals.comm_ns); the same number as overlap.per_rank[].comm_ns",
         "comm fraction = time in communication / profiled window",
+    ),
+    "compute_time": (
+        "Compute time",
+        "per step window, the length of the union of the rank's compute_intervals anchored in it (GPU: kernels "
+        "executing no communication, placed by their launch; CPU-only: main-thread cpu_ops overlapping no "
+        "communication call or wait), summed over the windows (window_totals.compute_ns); per window it is "
+        "imbalance.per_rank[].compute_ns and bubble.per_stage[].compute_ns",
+        "per rank, summed over its windows; the checks report the mean per window",
     ),
     "comm_ops": (
         "Communication operations",
@@ -38,12 +48,13 @@ METRICS = {
         "degrees = size of the groups whose operations carry each strategy; dp = world / (tp x pp x cp x sp x ep); "
         "zero_stage from the data-parallel groups' pattern; pipeline m and v from the first stage's sends "
         "(m x v to the second stage, m x (v - 1) wrapping around from the last) or the schedule annotations",
-        "each value with its evidence; null when unknown (PARALLELISM.md 1, 3.1, 3.2)",
+        "each value with its evidence; null when unknown (docs/parallelism.md 1, 3.1, 3.2)",
     ),
     "collectives": (
         "Collectives per rank per step",
         "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "
-        "summed over the profiled steps",
+        "summed over the profiled steps; bytes are null when no operation of the group has a size, else the "
+        "known sum, with ops_without_size saying how many are left out",
         "divided by (ranks x profiled steps); without steps, by ranks",
     ),
     "untagged": (

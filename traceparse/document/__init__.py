@@ -1,36 +1,65 @@
-"""The analyze document: what ``traceparse analyze`` reports about a run, as plain data.
+"""The documents the commands report, as plain data.
 
-``analyze(paths)`` loads (or reuses) the store of the traces and returns the document;
-``document(con)`` builds it from an open store. Rendering (text, JSON, HTML) is in
-``traceparse.report``; the CLI only parses arguments, calls these and renders.
+``analyze(paths)`` loads (or reuses) the store of the traces and returns the analyze document;
+``document(con)`` builds it from an open store. ``layout_document(con, stated)`` and
+``tags_document(con)`` are what ``traceparse layout`` and ``traceparse tags`` report. Rendering
+(text, JSON, HTML) is in ``traceparse.report``; the CLI only parses arguments, calls these and renders.
 """
 
 import json
 
-from .layout import collectives, compare_stated, inferred_layout, lint, parse_stated, untagged
+from .layout import (
+    collectives,
+    compare_stated,
+    inferred_layout,
+    lint,
+    parse_stated,
+    tags,
+    untagged,
+)
 from .summary import load_issues, run_info, summary
 
 VERSION = 1
+
+
+def _plain(doc: dict) -> dict:
+    """``doc`` as JSON would give it back (dates and decimals as strings)."""
+    return json.loads(json.dumps(doc, default=str))
+
+
+def _layout_sections(con, stated: dict) -> dict:
+    layout = inferred_layout(con)
+    check = {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)}
+    return {"layout": layout, "layout_check": check}
+
+
+def layout_document(con, stated=None) -> dict:
+    """``{layout, layout_check: {stated, lint}}``: the inferred layout with its evidence, checked against ``stated``."""
+    return _plain(_layout_sections(con, stated or {}))
+
+
+def tags_document(con) -> dict:
+    """``{tags, untagged}``: how the communication was tagged (strategy, variant, op, rule) and what stayed untagged."""
+    return _plain({"tags": tags(con), "untagged": untagged(con)})
 
 
 def document(con, top=10, stated=None) -> dict:
     """The document of the run in the store ``con`` (version ``VERSION``)."""
     from ..checks import run_checks
 
-    layout = inferred_layout(con)
     stated = stated or {}
-    checks = run_checks(con, layout, stated)
-    return json.loads(json.dumps({
+    lay = _layout_sections(con, stated)
+    checks = run_checks(con, lay["layout"], stated)
+    return _plain({
         "version": VERSION,
         "run": run_info(con),
         "load_issues": load_issues(con),
-        "layout": layout,
-        "layout_check": {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)},
+        **lay,
         "collectives": collectives(con),
         "untagged": untagged(con),
         "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
-    }, default=str))
+    })
 
 
 def analyze(paths, layout=None, top=10, db=None, use_cache=True, allow_mixed=False) -> dict:

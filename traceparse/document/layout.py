@@ -5,8 +5,8 @@ import tomllib
 from pathlib import Path
 
 from ..errors import TraceError
-from ..tagging.layout import KEYS
 from ..store.query import rows
+from ..tagging.layout import KEYS
 
 MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
               "dtype_bytes", "params", "top_k", "n_opt"}
@@ -61,7 +61,7 @@ def compare_stated(layout: dict, stated: dict) -> list[dict]:
 
 
 def lint(con, layout: dict, stated: dict) -> list[str]:
-    """Warnings from the bounds of PARALLELISM.md section 4 [II.IV]."""
+    """Warnings from the bounds of docs/parallelism.md section 4 [II.IV]."""
     warnings = []
     per_node = stated.get("ranks_per_node") or con.execute(
         "SELECT CASE WHEN count(host) = count(*) THEN max(n) END FROM "
@@ -69,20 +69,24 @@ def lint(con, layout: dict, stated: dict) -> list[str]:
     ).fetchone()[0]
     tp, sp, ep, pp = (layout.get(k) for k in ("tp", "sp", "ep", "pp"))
     if tp and per_node and tp > per_node:
-        warnings.append(f"tp = {tp} spans more ranks than a node holds ({per_node}): TP traffic leaves the node (PARALLELISM.md 3.3, 4)")
+        warnings.append(f"tp = {tp} spans more ranks than a node holds ({per_node}): TP traffic leaves the node (docs/parallelism.md 3.3, 4)")
     kv = stated.get("kv_heads")
     for name, degree in (("tp", tp), ("Ulysses sp", sp)):
         if degree and kv and degree > kv:
-            warnings.append(f"{name} = {degree} exceeds the {kv} key/value heads (PARALLELISM.md 3.3, 3.4, 4)")
+            warnings.append(f"{name} = {degree} exceeds the {kv} key/value heads (docs/parallelism.md 3.3, 3.4, 4)")
     if ep and stated.get("experts") and ep > stated["experts"]:
-        warnings.append(f"ep = {ep} exceeds the {stated['experts']} experts (PARALLELISM.md 3.5, 4)")
+        warnings.append(f"ep = {ep} exceeds the {stated['experts']} experts (docs/parallelism.md 3.5, 4)")
     if pp and stated.get("layers") and pp > stated["layers"]:
-        warnings.append(f"pp = {pp} exceeds the {stated['layers']} layers (PARALLELISM.md 3.2, 4)")
+        warnings.append(f"pp = {pp} exceeds the {stated['layers']} layers (docs/parallelism.md 3.2, 4)")
     return warnings
 
 
 def collectives(con) -> list[dict]:
-    """One row per (strategy, variant, op): counts, bytes and time per rank per profiled step."""
+    """One row per (strategy, variant, op): counts, bytes and time per rank per profiled step.
+
+    Bytes are null when no operation of the row has a known size, else the sum of the known sizes;
+    ``ops_without_size`` counts the operations left out.
+    """
     return rows(
         con,
         """
@@ -91,7 +95,8 @@ def collectives(con) -> list[dict]:
                           (SELECT count(*) > 0 FROM steps) AS stepped)
         SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
                round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
-               round(sum(coalesce(bytes_in, 0)) / any_value(n.ranks * n.steps)) AS bytes_per_rank_per_step,
+               -- NULL when no operation has a known size, else the sum of the known ones (ops_without_size: the rest)
+               round(sum(bytes_in) / any_value(n.ranks * n.steps)) AS bytes_per_rank_per_step,
                round(sum(coalesce(exec_dur_ns, host_dur_ns)) / any_value(n.ranks * n.steps)) AS time_per_rank_per_step_ns,
                count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
                any_value(rule_id) AS rule_id
@@ -117,12 +122,14 @@ def untagged(con) -> dict:
 
 
 def tags(con) -> list[dict]:
+    """One row per (strategy, variant, op, rule, confidence); bytes_in null when no operation has a known size."""
     return rows(
         con,
         """
         SELECT coalesce(strategy, 'untagged') AS strategy, variant, op, rule_id, confidence,
                count(*) AS ops, count(DISTINCT rank) AS ranks, list_sort(any_value(group_ranks))::VARCHAR AS a_group,
-               sum(bytes_in)::BIGINT AS bytes_in, sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns
+               sum(bytes_in)::BIGINT AS bytes_in, count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
+               sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns
         FROM comm_ops GROUP BY ALL ORDER BY strategy, variant, op, rule_id
         """,
     )

@@ -108,6 +108,6 @@ def comm_from_shapes(name: str, dims_text, types_text, concrete_text):
         if op is None:
             return None
         dims, types = _decode(dims_text), _decode(types_text)
-        n = sum(_numel(d, t) for d, t in zip(dims, types) if t not in NON_TENSOR_TYPES or t in LIST_TYPES)
+        n = sum(_numel(d, t) for d, t in zip(dims, types, strict=False) if t not in NON_TENSOR_TYPES or t in LIST_TYPES)
         return (op, n, None, _dtype(types), None, None, None)
     return None

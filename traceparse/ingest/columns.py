@@ -196,7 +196,7 @@ def _shape_comm_args(events, args, indices, first_id):
             got = comm_from_shapes(events[i].name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
             if got:
                 rows.append((first_id + i, *got))
-    cols = list(zip(*rows)) if rows else [()] * 8
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 8
     n = len(rows)
     none = pa.nulls(n, pa.string())
     nint = pa.nulls(n, pa.int64())

@@ -1,22 +1,31 @@
-"""Render the analyze document for a terminal."""
+"""Render the documents of traceparse.document for a terminal.
+
+A value the trace does not give (None) prints as ``-``, never as 0.
+"""
 
 
 def ms(ns):
+    """Nanoseconds as milliseconds; ``-`` when unknown."""
     return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
 
 
 def mb(b):
+    """Bytes as MB; ``-`` when unknown."""
     return "-" if b is None else f"{b / 1e6:,.2f} MB"
 
 
 def pct(x):
+    """A fraction as a percentage; ``-`` when unknown."""
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def table(headers, rows) -> str:
     cells = [[str(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    def line(r):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
@@ -34,11 +43,11 @@ def render(doc: dict) -> str:
         "",
         render_checks(doc),
         "",
-        "per rank (explain: step_time, comm_time)",
+        "per rank (explain: step_time, profiled_window, compute_time, comm_time)",
         table(
-            ["rank", "steps", "step mean", "step max", "window", "comm ops", "comm time", "comm %"],
+            ["rank", "steps", "step mean", "step max", "window", "compute", "comm ops", "comm time", "comm %"],
             [[r["rank"], r["steps"], ms(r["step_mean_ns"]), ms(r["step_max_ns"]), ms(r["window_ns"]),
-              r["comm_ops"], ms(r["comm_ns"]), pct(r["comm_fraction"])] for r in s["per_rank"]],
+              ms(r["compute_ns"]), r["comm_ops"], ms(r["comm_ns"]), pct(r["comm_fraction"])] for r in s["per_rank"]],
         ),
         "",
         "communication by op (explain: comm_ops)",
@@ -97,16 +106,32 @@ def render_collectives(doc) -> str:
     rows = doc["collectives"]
     if not rows:
         return "collectives: none"
-    u = doc["untagged"]
-    share = "-" if u["time_fraction"] is None else pct(u["time_fraction"])
     return "\n".join([
         "collectives per rank per step (explain: collectives)",
         table(
-            ["strategy", "variant", "op", "count", "bytes", "time", "rule"],
+            ["strategy", "variant", "op", "count", "bytes", "time", "no size", "rule"],
             [[r["strategy"], r["variant"] or "", r["op"], r["count"], mb(r["bytes_per_rank_per_step"]),
-              ms(r["time_per_rank_per_step_ns"]), r["rule_id"] or ""] for r in rows],
+              ms(r["time_per_rank_per_step_ns"]), r["ops_without_size"], r["rule_id"] or ""] for r in rows],
         ),
-        f"untagged: {u['ops']} of {u['all_ops']} operations, {share} of communication time",
+        _untagged_line(doc["untagged"]),
+    ])
+
+
+def _untagged_line(u) -> str:
+    return f"untagged: {u['ops']} of {u['all_ops']} operations, {pct(u['time_fraction'])} of communication time"
+
+
+def render_tags(doc) -> str:
+    """``traceparse tags``: the tags_document as a table and the untagged line."""
+    return "\n".join([
+        table(
+            ["strategy", "variant", "op", "rule", "confidence", "ops", "ranks", "a group", "bytes in", "no size",
+             "time"],
+            [[r["strategy"], r["variant"] or "", r["op"], r["rule_id"] or "", r["confidence"] or "", r["ops"],
+              r["ranks"], r["a_group"] or "?", mb(r["bytes_in"]), r["ops_without_size"], ms(r["time_ns"])]
+             for r in doc["tags"]],
+        ),
+        _untagged_line(doc["untagged"]),
     ])
 
 

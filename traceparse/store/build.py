@@ -17,6 +17,13 @@ def sql_file(name: str) -> str:
     return files("traceparse.store").joinpath(name).read_text()
 
 
+def macro_connection():
+    """An in-memory DuckDB connection with the store's macros (to check rules without a store)."""
+    con = duckdb.connect()
+    con.execute(sql_file("macros.sql"))
+    return con
+
+
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
     """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set."""
     con = duckdb.connect(str(db_path))
@@ -94,18 +101,11 @@ def _insert_groups(con, ranks):
 
 
 def _insert_staged(con, ranks):
-    """Read every rank's staged Parquet in one scan per table, tagged with rank and clock offset."""
+    """Read every rank's staged Parquet in one scan per table (a relation over the file list, no SQL
+    text built from paths); load.sql tags the rows with rank and clock offset and inserts them."""
     con.execute("CREATE TEMP TABLE stage_files (stage VARCHAR, rank INTEGER, offset_ns BIGINT)")
-    _insert_rows(con, "stage_files", [(r["stage"], r["rank"], r["clock_offset_ns"]) for r in ranks])
+    _insert_rows(con, "stage_files", [(str(r["stage"]), r["rank"], r["clock_offset_ns"]) for r in ranks])
     for table in STAGED:
-        paths = ", ".join(_quote(f"{r['stage']}/{table}.parquet") for r in ranks)
-        con.execute(
-            f"CREATE TEMP VIEW staged_{table} AS SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) "
-            f"FROM read_parquet([{paths}], filename = true) p "
-            f"JOIN stage_files f ON p.filename = f.stage || '/{table}.parquet'"
-        )
+        paths = [f"{r['stage']}/{table}.parquet" for r in ranks]
+        con.read_parquet(paths, filename=True).create_view(f"parquet_{table}")
     con.execute(sql_file("load.sql"))
-
-
-def _quote(text):
-    return "'" + text.replace("'", "''") + "'"

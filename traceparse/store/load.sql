@@ -1,4 +1,17 @@
 -- Staged per-rank Parquet -> store tables, with timestamps moved to the run's clock.
+-- parquet_<table>: every rank's staged file of that table (build.py); stage_files: each rank's
+-- staging folder, rank and clock offset.
+
+CREATE TEMP VIEW staged_threads AS
+SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_threads p JOIN stage_files f ON parse_dirpath(p.filename) = f.stage;
+CREATE TEMP VIEW staged_events AS
+SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_events p JOIN stage_files f ON parse_dirpath(p.filename) = f.stage;
+CREATE TEMP VIEW staged_op_args AS
+SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_op_args p JOIN stage_files f ON parse_dirpath(p.filename) = f.stage;
+CREATE TEMP VIEW staged_comm_args AS
+SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_comm_args p JOIN stage_files f ON parse_dirpath(p.filename) = f.stage;
+CREATE TEMP VIEW staged_memory AS
+SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_memory p JOIN stage_files f ON parse_dirpath(p.filename) = f.stage;
 
 INSERT INTO threads
 SELECT rank, pid, tid, kind, label FROM staged_threads;
@@ -39,3 +52,7 @@ FROM staged_comm_args;
 INSERT INTO memory
 SELECT rank, ts_ns + offset_ns, device_type, device_id, bytes, total_allocated, total_reserved
 FROM staged_memory;
+
+-- the staging files are deleted after the load: no view over them stays in the store
+DROP VIEW staged_threads; DROP VIEW staged_events; DROP VIEW staged_op_args; DROP VIEW staged_comm_args; DROP VIEW staged_memory;
+DROP VIEW parquet_threads; DROP VIEW parquet_events; DROP VIEW parquet_op_args; DROP VIEW parquet_comm_args; DROP VIEW parquet_memory;

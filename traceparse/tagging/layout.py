@@ -1,6 +1,6 @@
 """Infer the job's layout from the tagged communication, each value with its evidence.
 
-Degrees (PARALLELISM.md 1): the size of the groups whose operations carry each
+Degrees (docs/parallelism.md 1): the size of the groups whose operations carry each
 strategy; DP is what is left of the world, N / (N_TP x N_PP x N_CP x N_SP x N_EP),
 since other axes' gradient replicas also sync with DP collectives (5). The ZeRO
 stage is the DP groups' variant (3.1). For a pipeline (3.2), with each group's
@@ -68,7 +68,7 @@ def _dp_degree(out, dp_sizes, world):
         size = Counter({s: n for s, n in dp_sizes.items() if s}).most_common(1)
         if size and size[0][0] != dp:
             why += (f"; the data-parallel collectives span {size[0][0]} ranks: the replicas of other axes "
-                    "(sequence split, experts) sync with them (PARALLELISM.md 5)")
+                    "(sequence split, experts) sync with them (docs/parallelism.md 5)")
         else:
             why += "; matches the groups of the data-parallel collectives"
     return dp, why

@@ -2,7 +2,7 @@
 
 A rule tags an operation with a strategy and a provisional variant. Two variants
 are properties of a group's whole pattern, not of one operation, and are set
-afterwards (PARALLELISM.md 3.1, 3.3):
+afterwards (docs/parallelism.md 3.1, 3.3):
 - DP: the ZeRO stage of the group, from which collectives it runs where:
   parameters all-gathered again in backward -> zero3; gradients reduce-scattered
   (parameters all-gathered only in forward) -> zero2; gradients all-reduced and
