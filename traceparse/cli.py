@@ -254,20 +254,14 @@ def explain(ident):
     if rule:
         click.echo(f"{rule.id}: {rule.title}\n  tags: {rule.strategy} / {rule.variant} (priority {rule.priority}, "
                    f"confidence {rule.confidence})\n  when: {rule.when}\n  why: {rule.why}")
-        for ex in rule.must_match:
-            click.echo(f"  matches: {ex}")
-        for ex in rule.must_not_match:
-            click.echo(f"  does not match: {ex}")
+        _echo_examples(rule)
         return
     kernel = next((r for r in load_kernel_rules() if r.id == ident), None)
     if kernel:
         click.echo(f"{kernel.id}: {kernel.title}\n  kind: {kernel.kind} (a kernel whose name matches the pattern is "
                    f"one {kernel.op} of its own, comm_ops.source = 'custom_kernel')\n  op: {kernel.op}\n"
                    f"  pattern: {kernel.pattern}\n  why: {kernel.why}")
-        for ex in kernel.must_match:
-            click.echo(f"  matches: {ex}")
-        for ex in kernel.must_not_match:
-            click.echo(f"  does not match: {ex}")
+        _echo_examples(kernel)
         return
     from .store.schema import VIEWS, VOCABULARY
 
@@ -285,6 +279,13 @@ def explain(ident):
         sys.exit(2)
     title, definition, denominator = METRICS[ident]
     click.echo(f"{ident}: {title}\n  definition: {definition}\n  reported as: {denominator}")
+
+
+def _echo_examples(rule):
+    for ex in rule.must_match:
+        click.echo(f"  matches: {ex}")
+    for ex in rule.must_not_match:
+        click.echo(f"  does not match: {ex}")
 
 
 if __name__ == "__main__":

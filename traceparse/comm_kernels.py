@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from importlib.resources import files
 
+from .rule_files import read_rule
+
 KIND = "comm_kernel"
 # comm_ops.op values a kernel can stand for (every normalized op but 'unknown')
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather", "scatter",
@@ -79,43 +81,24 @@ def validate(folder=None) -> list[str]:
 
     from .tagging.rules import rule_files as tag_rule_files
 
-    tag_ids = {}
+    seen = {}  # id -> where it is used: the tag rules first, then these
     for entry in tag_rule_files():
         try:
-            tag_ids[tomllib.loads(entry.read_text()).get("id")] = entry.name
+            seen[tomllib.loads(entry.read_text()).get("id")] = f"the tag rule tags/{entry.name}"
         except tomllib.TOMLDecodeError:
             continue  # reported by the tag rules' own validation
     problems = []
-    seen = {}
     con = _connect()
     for entry in rule_files(folder):
+        data, found = read_rule(entry, f"comm_kernels/{entry.name}", REQUIRED, seen)
+        problems += found
+        if data is None:
+            continue
         name = f"comm_kernels/{entry.name}"
-        try:
-            data = tomllib.loads(entry.read_text())
-        except tomllib.TOMLDecodeError as e:
-            problems.append(f"{name}: not TOML ({e})")
-            continue
-        missing = [k for k in REQUIRED if k not in data]
-        if missing:
-            problems.append(f"{name}: missing {', '.join(missing)}")
-            continue
-        unknown = set(data) - set(REQUIRED)
-        if unknown:
-            problems.append(f"{name}: unknown keys {', '.join(sorted(unknown))}")
-        rid = data["id"]
-        if rid != entry.name.removesuffix(".toml"):
-            problems.append(f"{name}: id {rid!r} differs from the file name")
-        if rid in seen:
-            problems.append(f"{name}: id {rid!r} also used by comm_kernels/{seen[rid]}")
-        if rid in tag_ids:
-            problems.append(f"{name}: id {rid!r} also used by the tag rule tags/{tag_ids[rid]}")
-        seen[rid] = entry.name
         if data["kind"] != KIND:
             problems.append(f"{name}: kind {data['kind']!r} is not {KIND!r}")
         if data["op"] not in OPS:
             problems.append(f"{name}: op {data['op']!r} is not one of {', '.join(OPS)}")
-        if not isinstance(data["why"], str) or "docs/parallelism.md" not in data["why"]:
-            problems.append(f"{name}: why must cite a section of docs/parallelism.md")
         examples = {k: data[k] for k in ("must_match", "must_not_match")}
         if not all(isinstance(v, list) and v and all(isinstance(s, str) for s in v) for v in examples.values()):
             problems.append(f"{name}: must_match and must_not_match must be non-empty lists of kernel names")

@@ -14,6 +14,7 @@ from importlib.resources import files
 
 import duckdb
 
+from ..rule_files import read_rule
 from .features import COLUMNS
 
 STRATEGIES = {"dp", "tp", "pp", "cp", "sp", "ep"}
@@ -71,30 +72,15 @@ def validate() -> list[str]:
     con = macro_connection()
     for entry in rule_files():
         name = entry.name
-        try:
-            data = tomllib.loads(entry.read_text())
-        except tomllib.TOMLDecodeError as e:
-            problems.append(f"{name}: not TOML ({e})")
+        data, found = read_rule(entry, name, REQUIRED, seen)
+        problems += found
+        if data is None:
             continue
-        missing = [k for k in REQUIRED if k not in data]
-        if missing:
-            problems.append(f"{name}: missing {', '.join(missing)}")
-            continue
-        unknown = set(data) - set(REQUIRED)
-        if unknown:
-            problems.append(f"{name}: unknown keys {', '.join(sorted(unknown))}")
-        if data["id"] != name.removesuffix(".toml"):
-            problems.append(f"{name}: id {data['id']!r} differs from the file name")
-        if data["id"] in seen:
-            problems.append(f"{name}: id {data['id']!r} also used by {seen[data['id']]}")
-        seen[data["id"]] = name
         if ";" in data["when"]:
             problems.append(f"{name}: when must be one SQL predicate (no ';')")
             continue
         if data["strategy"] not in STRATEGIES:
             problems.append(f"{name}: strategy {data['strategy']!r} is not one of {sorted(STRATEGIES)}")
-        if "docs/parallelism.md" not in data["why"]:
-            problems.append(f"{name}: why must cite a section of docs/parallelism.md")
         if not data["must_match"] or not data["must_not_match"]:
             problems.append(f"{name}: needs at least one must_match and one must_not_match example")
         rule = Rule(**{k: data[k] for k in REQUIRED if k not in ("must_match", "must_not_match")},
