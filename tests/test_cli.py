@@ -78,7 +78,9 @@ def test_analyze_json(tmp_path):
     assert run["world_size"] == doc["distributedInfo"]["world_size"]
     assert run["steps"] == expected_steps(doc)
     assert run["events"] == sum(1 for e in doc["traceEvents"] if e.get("ph") == "X")
-    assert out["load_issues"] == []
+    world = doc["distributedInfo"]["world_size"]  # one rank of the job: the others are missing, said as info
+    assert [(i["severity"], i["count"]) for i in out["load_issues"]] == [("info", world - 1)]
+    assert out["load_issues"][0]["what"].startswith(f"1 of {world} ranks loaded")
 
 
 def test_analyze_json_reports_load_issues(tmp_path):
@@ -252,28 +254,51 @@ def test_usage_errors_stay_exit_2(args):
     assert "Usage:" in r.stderr and "internal error" not in r.stderr
 
 
-# --- unknown is never zero: the control trace records no collective sizes --------------
+# --- unknown is never zero: df_index_resolver records no collective sizes --------------
+# (the control trace, which once served here, carries its sizes in its nccl: annotations'
+# shapes; it still has no memory events)
 
+UNSIZED = "hta/df_index_resolver/df_index_resolver.json.gz"
 CONTROL = "hta/trace_diff/control/control.json.gz"
 
 
 @pytest.fixture(scope="module")
+def unsized(tmp_path_factory):
+    """(trace path, store path) of a trace without any collective size, loaded once."""
+    f = public_trace(UNSIZED)
+    db = tmp_path_factory.mktemp("unsized") / "s.duckdb"
+    load_run([f], db=db)
+    return f, db
+
+
+@pytest.fixture(scope="module")
 def control(tmp_path_factory):
-    """(trace path, store path) of the control trace, loaded once."""
+    """(trace path, store path) of the control trace (no memory events), loaded once."""
     f = public_trace(CONTROL)
     db = tmp_path_factory.mktemp("control") / "s.duckdb"
     load_run([f], db=db)
     return f, db
 
 
-def test_control_trace_records_no_sizes(control):
-    """What the tests below rest on: no record_param_comms of the trace carries a message size."""
-    comms = [e.get("args", {}) for e in plain_json(control[0])["traceEvents"] if e.get("name") == "record_param_comms"]
+def test_unsized_trace_records_no_sizes(unsized):
+    """What the tests below rest on: no event of the trace carries a message size or recorded shapes."""
+    evs = plain_json(unsized[0])["traceEvents"]
+    comms = [e.get("args", {}) for e in evs if e.get("name") == "record_param_comms"]
     assert comms and not any("In msg nelems" in a or "Out msg nelems" in a for a in comms)
+    assert not any("Input Dims" in e.get("args", {}) or "In msg nelems" in e.get("args", {}) for e in evs)
 
 
-def test_unknown_sizes_are_null_in_json(control):
-    f, db = control
+def test_control_trace_records_no_sizes_in_args(control):
+    """The control trace's record_param_comms carry no message size either (its sizes are in the shapes of
+    its nccl: annotations, tests/test_sizes.py), and it has no memory events."""
+    doc = plain_json(control[0])
+    comms = [e.get("args", {}) for e in doc["traceEvents"] if e.get("name") == "record_param_comms"]
+    assert comms and not any("In msg nelems" in a or "Out msg nelems" in a for a in comms)
+    assert not any(e.get("name") == "[memory]" for e in doc["traceEvents"])
+
+
+def test_unknown_sizes_are_null_in_json(unsized, control):
+    f, db = unsized
     r = invoke("analyze", "--format", "json", "--db", db, f)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -291,7 +316,11 @@ def test_unknown_sizes_are_null_in_json(control):
     for s, row in cv["per_strategy"].items():
         assert row["measured_bytes"] is None and row["ratio"] is None and row["status"] == "not_applicable", s
         assert s in cv["reason"]
-    mem = doc["checks"]["memory"]
+    # no memory events: no measured peak (the control trace, where the model itself is known)
+    f, db = control
+    r = invoke("analyze", "--format", "json", "--db", db, f)
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)["checks"]["memory"]
     assert mem["measured_peak_bytes"] is None and mem["measured_over_model"] is None
     assert mem["status"] == "not_applicable" and "no measured peak" in mem["reason"]
 
@@ -310,8 +339,8 @@ def _table_rows(text, header_start):
     return out
 
 
-def test_unknown_sizes_print_dash_in_text(control):
-    f, db = control
+def test_unknown_sizes_print_dash_in_text(unsized):
+    f, db = unsized
     r = invoke("analyze", "--db", db, f)
     assert r.exit_code == 0, r.output
     assert "0.00 MB" not in r.stdout
@@ -323,8 +352,8 @@ def test_unknown_sizes_print_dash_in_text(control):
     assert "memory: not_applicable (" in r.stdout
 
 
-def test_tags_unknown_sizes(control):
-    f, db = control
+def test_tags_unknown_sizes(unsized):
+    f, db = unsized
     r = invoke("tags", "--format", "json", "--db", db, f)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

@@ -9,6 +9,7 @@ import json
 import sys
 import traceback
 from contextlib import closing
+from pathlib import Path
 
 import click
 
@@ -27,7 +28,7 @@ def _open(paths, db, no_cache, allow_mixed):
 def store_options(f):
     f = click.option("--allow-mixed", is_flag=True, help="Load files from different runs together.")(f)
     f = click.option("--no-cache", is_flag=True, help="Parse again and keep no store.")(f)
-    f = click.option("--db", type=click.Path(dir_okay=False), help="Store path (default: a per-user cache).")(f)
+    f = click.option("--db", help="Store path (default: a per-user cache).")(f)
     return f
 
 
@@ -126,6 +127,8 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
     """Run QUERY on the store of PATHS (or of --db); without QUERY, read queries interactively."""
     import duckdb
 
+    if query and not paths and not db and Path(query).exists():
+        query, paths = None, (query,)  # `traceparse sql RUN/`: the interactive prompt on that run
     if not paths and not db:
         raise click.UsageError("give trace PATHS or --db STORE")
     with _open(paths, db, no_cache, allow_mixed) as con:
@@ -149,6 +152,8 @@ def _interactive():
         try:
             line = input("... " if buf else "sql> ")
         except EOFError:
+            if buf.strip():
+                yield buf  # the last query needs no ';'
             return
         if not line.strip() and not buf:
             return

@@ -11,26 +11,39 @@ SUFFIXES = (".json", ".json.gz")
 PEEK = 4 << 20
 
 
-def looks_like_trace(p: Path) -> bool:
-    """A folder may hold other JSON (configs, results): keep files whose start shows trace events."""
+def not_a_trace(p: Path) -> str | None:
+    """Why a file found in a folder is not taken as a trace (a folder may hold configs, results,
+    empty files), or None when its start shows trace events."""
     try:
         with (gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb")) as f:
             head = f.read(PEEK)
     except (OSError, EOFError, zlib.error):
-        return True  # unreadable: let loading report it
-    return b'"traceEvents"' in head or b'"ph"' in head or not head.strip()
+        return None  # unreadable: let loading report it
+    if not head.strip():
+        return "empty file"
+    if b'"traceEvents"' in head or b'"ph"' in head:
+        return None
+    return "no trace events in its first 4 MB"
 
 
 def is_trace_name(p: Path) -> bool:
     return p.name.endswith(SUFFIXES)
 
 
-def expand_inputs(args) -> list[Path]:
-    found = []
+def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """(the trace files named by ``args``, [(file, why skipped)] for files in folders that are not traces)."""
+    found, skipped = [], []
     for arg in args:
+        if not str(arg).strip():
+            raise TraceError('""', "empty path argument")
         p = Path(arg)
         if p.is_dir():
-            found += sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q) and looks_like_trace(q))
+            for q in sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q)):
+                why = not_a_trace(q)
+                if why:
+                    skipped.append((q.resolve(), why))
+                else:
+                    found.append(q)
         elif p.exists():
             found.append(p)
         elif glob.has_magic(str(arg)):
@@ -42,8 +55,11 @@ def expand_inputs(args) -> list[Path]:
             raise TraceError(arg, "no such file or directory")
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
-        raise TraceError(" ".join(map(str, args)) or None, "no trace files (*.json, *.json.gz) found")
+        what = "no trace files (*.json, *.json.gz) found"
+        if skipped:
+            what += f"; skipped {len(skipped)}: " + ", ".join(f"{q.name} ({why})" for q, why in skipped[:3])
+        raise TraceError(" ".join(map(str, args)) or None, what)
     for p in unique:
         if not p.is_file():
             raise TraceError(p, "not a regular file")
-    return unique
+    return unique, skipped

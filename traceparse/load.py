@@ -4,9 +4,11 @@ The store is written to a temporary file next to its destination and moved
 into place only when complete, so a failed load leaves nothing half-written.
 """
 
+import atexit
 import hashlib
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -19,7 +21,7 @@ from pathlib import Path
 from . import __version__
 from .errors import TraceError
 from .inputs import expand_inputs
-from .run_identity import align_clocks, assign_ranks, check_one_run
+from .run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from .store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -57,22 +59,26 @@ def store_key(files: list[Path], allow_mixed: bool) -> str:
 
 def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) -> tuple[Path, bool]:
     """Load the traces named by ``paths`` into a store; return (store path, reused)."""
-    files = expand_inputs(paths)
+    files, skipped = expand_inputs(paths)
     key = store_key(files, allow_mixed)
+    remove_stale_leftovers()
     if db is not None:
         target = Path(db)
+        if target.is_dir():
+            raise TraceError(target, "is a directory; --db names the store file to write or read")
     elif use_cache:
         target = cache_dir() / f"{key}.duckdb"
     else:
-        target = Path(tempfile.mkdtemp(prefix="traceparse-")) / "run.duckdb"
+        target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
     if target.exists():
         stored = _stored_key(target)
         if stored == key:
             return target, True
-        if stored is None:
+        if stored is None and db is not None:
             raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
+        # a cache entry that does not open (cut off, damaged) or is stale is built again
     target.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix="traceparse-stage-"))
+    stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
@@ -80,7 +86,9 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         issues = assign_ranks(summaries)
         issues += check_one_run(summaries, allow_mixed)
         issues += align_clocks(summaries)
+        issues += missing_ranks(summaries)
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
+        issues += [(str(p), "info", f"skipped: {why}", 1) for p, why in skipped]
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries]}
         from .store.build import build_store
@@ -131,8 +139,71 @@ def _parse_all(files, stage, workers):
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["traceparse.ingest.rank"])
-    with _main_not_rerun(), ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    _note_multiprocessing_tempdir()
+    with _main_not_rerun(), ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with,
+                                                 initargs=(os.getpid(),)) as pool:
         return list(pool.map(_parse_one, jobs))
+
+
+def _note_multiprocessing_tempdir():
+    """multiprocessing keeps the forkserver's socket in a pymp-* folder it removes at a normal exit;
+    a marker names it so that, after a kill, the next load removes it (remove_stale_leftovers)."""
+    from multiprocessing import util
+
+    marker = Path(tempfile.gettempdir()) / f"traceparse-{os.getpid()}-multiprocessing"
+    if not marker.exists():
+        marker.write_text(util.get_temp_dir())
+        atexit.register(marker.unlink, missing_ok=True)
+
+
+def _die_with(parent: int):
+    """In a pool worker: exit as soon as the loading process is gone (killed, crashed), so no worker
+    outlives it (the forkserver, their parent, exits when the loading process closes its pipe)."""
+    import threading
+    import time
+
+    def watch():
+        while _alive(parent):
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+STALE = re.compile(r"^(?:\.[^/]*\.duckdb\.(\d+)\.tmp(?:\.wal)?|traceparse-(?:stage-)?(\d+)-[^/]*)$")
+
+
+def remove_stale_leftovers():
+    """Remove what loads killed before they could clean up left behind: half-written stores in the cache
+    (.<key>.duckdb.<pid>.tmp) and staging or temporary folders (traceparse-[stage-]<pid>-*), of
+    processes that no longer exist."""
+    for folder in (cache_dir(), Path(tempfile.gettempdir())):
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            m = STALE.match(p.name)
+            pid = m and int(m[1] or m[2])
+            if pid and pid != os.getpid() and not _alive(pid):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                    continue
+                if p.name.endswith("-multiprocessing"):
+                    mp_dir = Path(p.read_text(errors="replace").strip())
+                    if mp_dir.name.startswith("pymp-"):
+                        shutil.rmtree(mp_dir, ignore_errors=True)
+                p.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -25,6 +25,21 @@ def assign_ranks(summaries: list[dict]) -> list[tuple]:
     return issues
 
 
+def missing_ranks(summaries: list[dict]) -> list[tuple]:
+    """A load issue when the files hold fewer ranks than the job's world size."""
+    sizes = {s["world_size"] for s in summaries if s["world_size"] is not None}
+    if len(sizes) != 1:
+        return []
+    world = sizes.pop()
+    absent = sorted(set(range(world)) - {s["rank"] for s in summaries})
+    if not absent:
+        return []
+    shown = ", ".join(map(str, absent[:16])) + (", ..." if len(absent) > 16 else "")
+    severity = "info" if len(summaries) == 1 else "warning"  # one file: a look at one rank, as intended
+    return [(None, severity, f"{world - len(absent)} of {world} ranks loaded; missing ranks: {shown} (checks compare "
+             "only the loaded ranks; collectives whose groups include missing ranks are not matched)", len(absent))]
+
+
 def check_one_run(summaries: list[dict], allow_mixed: bool) -> list[tuple]:
     """Refuse files from different runs unless ``allow_mixed``. Returns load issues."""
     problems = []

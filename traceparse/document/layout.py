@@ -25,6 +25,8 @@ def parse_stated(text: str | None) -> dict:
     """``dp=4,tp=2`` or the path of a TOML file (top-level keys, optional [model] table)."""
     if not text:
         return {}
+    if text.endswith(".toml") and not Path(text).is_file():
+        raise TraceError(text, "--layout: no such layout file")
     if Path(text).is_file():
         try:
             data = tomllib.loads(Path(text).read_text())

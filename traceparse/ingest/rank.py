@@ -52,11 +52,21 @@ def _summary(path, splitter, n_all, n_complete, out_dir):
     h = splitter.header
     info = h.distributedInfo if isinstance(h.distributedInfo, dict) else {}
     issues = []
-    rank, rank_source = info.get("rank"), "distributedInfo.rank"
-    if not isinstance(rank, int):
+    world_size = _int_in(info.get("world_size"), 1, INT32)
+    if "world_size" in info and world_size is None:
+        issues.append(("warning", f"distributedInfo.world_size {info['world_size']!r} is not a world size; ignored", 1))
+    rank, rank_source = _int_in(info.get("rank"), 0, world_size or INT32), "distributedInfo.rank"
+    if rank is None:
+        why = "no distributedInfo.rank" if "rank" not in info else \
+            f"distributedInfo.rank {info['rank']!r} is not a rank of the job" + (f" (world size {world_size})" if world_size else "")
         rank, rank_source = rank_from_name(path), "file name"
         if rank is not None:
-            issues.append(("warning", f"no distributedInfo.rank; rank {rank} taken from the file name", 1))
+            issues.append(("warning", f"{why}; rank {rank} taken from the file name", 1))
+        elif "rank" in info:
+            issues.append(("warning", f"{why}; ignored", 1))
+    base_time = _int_in(h.baseTimeNanoseconds, 0, 1 << 62)
+    if h.baseTimeNanoseconds is not None and base_time is None:
+        issues.append(("warning", f"baseTimeNanoseconds {h.baseTimeNanoseconds!r} is out of range; timestamps taken as written", 1))
     if splitter.salvage:
         s = splitter.salvage
         issues.append(
@@ -82,18 +92,40 @@ def _summary(path, splitter, n_all, n_complete, out_dir):
         "stage": str(out_dir),
         "rank": rank,
         "rank_source": rank_source if rank is not None else None,
-        "world_size": info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+        "world_size": world_size,
         "backend": info.get("backend"),
         "device_name": devices[0].get("name") if devices and isinstance(devices[0], dict) else None,
         "host": h.host_name or h.hostname,
-        "base_time_ns": h.baseTimeNanoseconds if isinstance(h.baseTimeNanoseconds, int) else None,
+        "base_time_ns": base_time,
         "schema_version": h.schemaVersion if isinstance(h.schemaVersion, int) else None,
         "trace_id": h.trace_id if isinstance(h.trace_id, str) else None,
         "versions": versions,
         "profile_memory": bool(h.profile_memory),
         "record_shapes": bool(h.record_shapes),
-        "pg_config": [pg for pg in pgs if isinstance(pg, dict)],
+        "pg_config": [_process_group(pg, world_size, issues) for pg in pgs if isinstance(pg, dict)],
         "n_events": n_all,
         "n_complete": n_complete,
         "issues": issues,
     }
+
+
+INT32 = 1 << 31
+
+
+def _int_in(value, low, high):
+    """``value`` when it is an integer (not a bool) with low <= value < high, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and low <= value < high else None
+
+
+def _process_group(pg: dict, world_size, issues) -> dict:
+    """A pg_config entry with its size and member ranks kept only when they are valid ranks."""
+    size = _int_in(pg.get("pg_size"), 1, INT32)
+    members = pg.get("ranks")
+    if isinstance(members, list) and all(_int_in(r, 0, world_size or INT32) is not None for r in members):
+        ranks = members
+    else:
+        ranks = None
+    if (pg.get("pg_size") is not None and size is None) or (members is not None and ranks is None):
+        issues.append(("warning", f"process group {str(pg.get('pg_name'))[:40]!r}: size or member ranks are not "
+                       "valid ranks; ignored", 1))
+    return {**pg, "pg_size": size, "ranks": ranks}

@@ -90,9 +90,9 @@ def _insert_groups(con, ranks):
             rows.append(
                 (
                     r["rank"],
-                    str(pg.get("pg_name")) if pg.get("pg_name") is not None else None,
-                    pg.get("pg_desc"),
-                    pg.get("backend_config"),
+                    _text(pg.get("pg_name")),
+                    _text(pg.get("pg_desc")),
+                    _text(pg.get("backend_config")),
                     pg.get("pg_size"),
                     sorted(members) if isinstance(members, list) else None,
                 )
@@ -109,3 +109,8 @@ def _insert_staged(con, ranks):
         paths = [f"{r['stage']}/{table}.parquet" for r in ranks]
         con.read_parquet(paths, filename=True).create_view(f"parquet_{table}")
     con.execute(sql_file("load.sql"))
+
+
+def _text(value):
+    """A header value for a VARCHAR column: strings as they are, other JSON values as JSON text."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)
