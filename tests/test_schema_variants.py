@@ -131,7 +131,9 @@ def test_folder_input_skips_non_trace_json(tmp_path):
     assert sorted(r[0] for r in con.execute("SELECT file FROM ranks").fetchall()) == sorted(
         str(p.resolve()) for p in (run / "rank0.json.gz", run / "sub" / "rank1.json")
     )
-    assert scalar(con, "SELECT count(*) FROM load_issues WHERE file LIKE '%truth.json'") == 0
+    # a JSON file that is no trace is skipped, and said (info), never loaded
+    assert rows(con, "SELECT severity, what FROM load_issues WHERE file LIKE '%truth.json'") == [
+        {"severity": "info", "what": "skipped: no trace events in its first 4 MB"}]
 
 
 @pytest.mark.parametrize("name", ["rank-3.json", "rank3.json", "worker3.json", "job.worker_3.pt.trace.json.gz"])
@@ -139,9 +141,10 @@ def test_rank_from_file_name(tmp_path, name):
     f = write(tmp_path / name, trace([x("a", 1, 1)], rank=None, world_size=4))
     con = load(f, tmp_path / "s.duckdb")
     assert rows(con, "SELECT rank, rank_source FROM ranks") == [{"rank": 3, "rank_source": "file name"}]
-    issues = rows(con, "SELECT file, severity, what FROM load_issues")
-    assert [(i["file"], i["severity"]) for i in issues] == [(str(f.resolve()), "warning")]
+    issues = rows(con, "SELECT file, severity, what FROM load_issues ORDER BY file NULLS LAST")
+    assert [(i["file"], i["severity"]) for i in issues] == [(str(f.resolve()), "warning"), (None, "info")]
     assert "file name" in issues[0]["what"]
+    assert issues[1]["what"].startswith("1 of 4 ranks loaded; missing ranks: 0, 1, 2")
 
 
 def test_ranks_from_file_names_of_several_files(tmp_path):

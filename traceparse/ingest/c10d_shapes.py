@@ -1,9 +1,18 @@
-"""Communication facts of ``c10d::*`` ops and ``gloo:*`` annotations, read from recorded shapes.
+"""Communication facts of ``c10d::*`` ops, ``gloo:*`` and ``nccl:*`` annotations, read from recorded shapes.
 
 The gloo backend writes no ``record_param_comms``: the only record of what a
 collective moved is the op's "Input Dims" / "Input type" / "Concrete Inputs"
 (``record_shapes=True``). The positions below follow the c10d op schemas
 (torch/csrc/distributed/c10d/Ops.cpp).
+
+Older NCCL traces (PyTorch before the communication args of ``record_param_comms``)
+carry the size only in the shapes of the ``nccl:<op>`` annotation that
+ProcessGroupNCCL's work records around the collective: its recorded inputs are
+the collective's *input* tensors (ProcessGroupNCCL.cpp, ``collective(inputs, ...,
+"nccl:<op>")``), so the annotation gives the input's element count and dtype; the
+output's only for ops whose output is the input (all-reduce, broadcast, reduce,
+send, recv). A list all-to-all (``c10d::alltoall_``) records only its first input
+tensor there: derive.sql does not take that one.
 """
 
 import msgspec
@@ -39,15 +48,34 @@ GLOO = {
     "send": "send", "recv": "recv", "barrier": "barrier",
 }
 
+# nccl:<title> annotation -> (normalized op, output = input)
+NCCL = {
+    "all_reduce": ("all_reduce", True), "all_reduce_coalesced": ("all_reduce", True),
+    "allreduce_coalesced": ("all_reduce", True),
+    "broadcast": ("broadcast", True), "_broadcast_oop": ("broadcast", True),
+    "reduce": ("reduce", True), "_reduce_oop": ("reduce", False),
+    "all_gather": ("all_gather", False), "_all_gather_base": ("all_gather", False),
+    "all_gather_into_tensor_coalesced": ("all_gather", False),
+    "reduce_scatter": ("reduce_scatter", False), "_reduce_scatter_base": ("reduce_scatter", False),
+    "reduce_scatter_tensor_coalesced": ("reduce_scatter", False),
+    "all_to_all": ("all_to_all", False), "gather": ("gather", False),
+    "send": ("send", True), "recv": ("recv", True),
+}
+
 LIST_TYPES = ("TensorList", "GenericList", "Tensor[]")
 NON_TENSOR_TYPES = ("", "Scalar", "ScalarList", "String", "Device", "None") + LIST_TYPES
 
 
 def _numel(dims, typ):
+    """Elements of a recorded tensor (or tensor list); None when the shape was not recorded: older
+    profilers write a tensor list's dims as ``[]``, which says nothing (a collective's list is never empty)."""
     if not isinstance(dims, list):
         return 0
+    if typ in LIST_TYPES and not dims:
+        return None
     if typ in LIST_TYPES or (dims and all(isinstance(d, list) for d in dims)):
-        return sum(_numel(d, "") for d in dims)
+        parts = [_numel(d, "") for d in dims]
+        return None if None in parts else sum(parts)
     n = 1
     for d in dims:
         if not isinstance(d, int):
@@ -108,6 +136,23 @@ def comm_from_shapes(name: str, dims_text, types_text, concrete_text):
         if op is None:
             return None
         dims, types = _decode(dims_text), _decode(types_text)
-        n = sum(_numel(d, t) for d, t in zip(dims, types, strict=False) if t not in NON_TENSOR_TYPES or t in LIST_TYPES)
-        return (op, n, None, _dtype(types), None, None, None)
+        parts = _tensor_parts(dims, types)
+        return (op, None if None in parts else sum(parts), None, _dtype(types), None, None, None)
+    if name.startswith("nccl:"):
+        sig = NCCL.get(name[5:])
+        if sig is None:
+            return None
+        op, out_is_in = sig
+        dims, types = _decode(dims_text), _decode(types_text)
+        parts = _tensor_parts(dims, types)
+        dtype = _dtype(types)
+        if not parts or None in parts or dtype is None:
+            return None  # nothing recorded: no facts (the op name alone is in the events)
+        n = sum(parts)
+        return (op, n, n if out_is_in else None, dtype, None, None, None)
     return None
+
+
+def _tensor_parts(dims, types):
+    """Elements of each recorded tensor (or tensor list) among a record's inputs; None for one not recorded."""
+    return [_numel(d, t) for d, t in zip(dims, types, strict=False) if t not in NON_TENSOR_TYPES or t in LIST_TYPES]

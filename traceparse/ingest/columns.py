@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from .c10d_shapes import comm_from_shapes
 from .model import EMPTY_ARGS
 
-SHAPED_COMM = "^(c10d::|gloo:|symm_mem::)"
+SHAPED_COMM = "^(c10d::|gloo:|symm_mem::|nccl:)"
 THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 US_DECIMAL = pa.decimal128(26, 3)
 

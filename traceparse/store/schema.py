@@ -117,7 +117,7 @@ TABLES = {
             ("rank_start", "BIGINT", "args 'Global rank start'"),
             ("rank_stride", "BIGINT", "args 'Global rank stride'"),
             ("peer", "BIGINT", "peer or root rank as the op states it (for c10d ops: the rank within the op's group)"),
-            ("source", "VARCHAR", "'args': the trace's own communication args; 'shapes': derived from a c10d op's or gloo annotation's recorded shapes"),
+            ("source", "VARCHAR", "'args': the trace's own communication args; 'shapes': derived from the recorded shapes of a c10d op, a gloo annotation or an nccl:<op> annotation (whose recorded inputs are the collective's input tensors)"),
         ],
     ),
     "memory": (
@@ -147,6 +147,7 @@ TABLES = {
             ("out_nelems", "BIGINT", "elements in the output on this rank"),
             ("bytes_in", "BIGINT", "bytes of the input on this rank (all_gather: the shard; reduce_scatter: the full tensor; all_to_all: sum sent)"),
             ("bytes_out", "BIGINT", "bytes of the output on this rank (all_to_all: sum received)"),
+            ("size_source", "VARCHAR", "where in_nelems came from, the first of: 'args' (record_param_comms' In/Out msg nelems), 'annotation shapes' (recorded input shapes of the nccl:<op> annotation; an all_to_all's output stays unknown), 'c10d shapes' or 'symm_mem shapes' (the op's recorded shapes), 'kernel args' (the NCCL kernel's args), 'peer ranks' (an all_reduce, broadcast or reduce whose copy on another loaded rank of its group, matched by seq or by order within the group in the same step, has it); NULL when no size is known (load_issues says why)"),
             ("in_split", "VARCHAR", "all_to_all send split sizes (JSON list) when known"),
             ("out_split", "VARCHAR", "all_to_all receive split sizes (JSON list) when known"),
             ("pg_name", "VARCHAR", "process group name when known"),
