@@ -27,19 +27,30 @@ SPEC = Spec(
         "ranks = max/mean and coefficient of variation "
         "(population std/mean). The same collective is matched across the ranks of its group by comm_ops.seq when"
         " present, else by comm_ops.group_index, among the group's ranks (comm_ops.group_ranks; all loaded, op "
-        "kinds agreeing); arrival = start of the CPU call (host_ts_ns, ranks on one clock); a rank's wait = last "
-        "arrival - own arrival; wait_ns = its mean over the matched collectives; last_arrivals = how often it "
-        "arrived last. straggler_rank = the only rank last in at least 2/3 of its (at least 2) matched "
-        "collectives and in at least twice the share chance gives (1/group size), whose mean wait is the smallest"
-        " of all ranks; else null. PP: stage = position in the pp group, compute per micro-batch = compute per "
+        "kinds agreeing); arrival = start of the execution when every member has one (exec_ts_ns: on GPU the "
+        "collective's first communication kernel, whose kernels all end together, so an early rank's kernel "
+        "waits inside NCCL; on gloo the worker annotation), else start of the CPU call (host_ts_ns), ranks on "
+        "one clock; a rank's wait = last arrival - own arrival; wait_ns = its mean over the rank's matched "
+        "collectives, total_wait_ns = their sum; last_arrivals = how often it arrived strictly last (a tie "
+        "makes no one last). straggler_rank = the only rank that (1) has the smallest wait_ns of all ranks, "
+        "(2) at most 1/2 of the median wait_ns of the other ranks (that median > 0), and (3) arrived last at "
+        "more than half of its (at least 2) matched collectives and at least twice the share chance gives (the "
+        "mean of 1/group size over them); else null. straggler (evidence) = for that rank, else for the rank "
+        "that waits least: collectives, last_fraction, chance_fraction, own_mean_wait_ns, "
+        "others_median_wait_ns, wait_over_others_median, others_wait_when_last_ns (the others' mean wait at the "
+        "collectives it arrived last at) and arrival (how many collectives were timed by execution, by call). "
+        "PP: stage = position in the pp group, compute per micro-batch = compute per "
         "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
         "warn_max_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage). CP: compute per cp rank; heavy_rank = the"
         " cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
     ),
-    numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows",
-    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP",
+    numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
+              "straggler: its mean wait per collective, and how often it arrived last",
+    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the other "
+                "ranks' median mean wait (ratio <= 1/2), and its matched collectives (share > 1/2 and >= twice "
+                "chance)",
     needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
           "order for stragglers; pp/cp tags for stages and ring ranks; EP all-to-all split sizes for tokens",
     notes=(
@@ -51,13 +62,32 @@ SPEC = Spec(
         "names the maximum even when the spread is small (its _over_mean ratio and the status say whether it "
         "matters); an interleaved "
         "pipeline's rank reports its v stages together; send/recv are not matched (no common arrival); "
-        "all-to-alls with even splits carry no row counts and are skipped."
+        "all-to-alls with even splits carry no row counts and are skipped. The status warns at least when a "
+        "straggler is named: its stalls stretch every rank's step alike, so step time and compute may not show "
+        "it. Straggler, against the references: TraceLens's NcclAnalyser (TraceLens/NcclAnalyser/"
+        "nccl_analyser.py) matches a collective's NCCL kernels across ranks by process group and order, wait = "
+        "latest kernel start - own start, 'skew in start time' = the largest wait, 'skew in end time' = latest "
+        "end - earliest end (near 0: kernels end together), and build_df_straggler_summary ranks the ranks by "
+        "total wait, the least being the straggler, with how often each arrived last: a ranking, always a top "
+        "rank; HTA's get_potential_stragglers (hta/analyzers/straggler.py, "
+        "find_stragglers_with_late_start_comm_kernels) keeps communication kernels of at least 1% of the mean "
+        "iteration, per rank, stream, iteration and kernel name the last one, picks the (stream, name) whose "
+        "duration varies most across ranks and marks per iteration the num_candidates (default 2) ranks whose "
+        "kernel starts latest, returning the ranks marked most often: always num_candidates ranks, even on a "
+        "balanced run. Here the wait is TraceLens's (kernel starts, HTA's late start) on every matched "
+        "collective, averaged per collective so ranks in more groups compare fairly, and a rank is named only "
+        "when it stands out on both counts (waits least, far below the others, and is last at most of its "
+        "collectives), so a balanced run names none; an earlier rule here (last at 2/3 of them, by call start) "
+        "missed a rank last at 60% that everyone waited for, and named a rank on identical arrivals (ties went "
+        "to the highest rank)."
     ),
 )
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
                "scatter", "barrier")
-LAST_FRACTION = 2 / 3  # straggler: last in at least this share of its matched collectives (and 2x chance)
+ARRIVAL = {"exec_ts_ns": "execution", "host_ts_ns": "call"}  # arrival: the first column every member has
+LAST_FRACTION = 1 / 2  # straggler: last in more than this share of its matched collectives (and 2x chance)
+WAIT_FRACTION = 1 / 2  # ... and its mean wait at most this fraction of the other ranks' median mean wait
 
 
 def run(ctx):
@@ -73,6 +103,7 @@ def run(ctx):
         "compute_ns": _ns(busy.get(r)),
         "compute_floor_ns": _ns(floor.get(r)),
         "wait_ns": _ns(arrivals["wait"].get(r)),
+        "total_wait_ns": _ns(arrivals["total_wait"].get(r)),
         "last_arrivals": arrivals["last"].get(r, 0),
     } for r in ranks]
     (pipeline, pp_heavy), (ring, cp_heavy) = _pipeline(ctx, busy, floor), _ring(ctx, busy, floor)
@@ -111,16 +142,17 @@ def _spread(values) -> dict:
 
 
 def _arrivals(ctx, loaded: set) -> dict:
-    """Match each collective across its group; who arrives last, who waits how long."""
+    """Match each collective across its group; who arrives last, who waits how long (SPEC.definition)."""
     rows = ctx.rows("""
-        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns
+        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns, exec_ts_ns
         FROM comm_ops
-        WHERE list_contains(?, op) AND host_ts_ns IS NOT NULL AND group_ranks IS NOT NULL""", [list(COLLECTIVES)])
+        WHERE list_contains(?, op) AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
+          AND group_ranks IS NOT NULL""", [list(COLLECTIVES)])
     by_key = defaultdict(dict)
     for r in rows:
         order = ("seq", r["seq"]) if r["seq"] is not None else ("index", r["group_index"])
         by_key[(tuple(r["g"]), *order)][r["rank"]] = r
-    collectives, unmatched = [], 0
+    collectives, unmatched, basis = [], 0, defaultdict(int)
     for (group, _, _), members in by_key.items():
         expected = set(group)
         if len(expected) < 2 or not expected <= loaded:
@@ -128,41 +160,67 @@ def _arrivals(ctx, loaded: set) -> dict:
         if set(members) != expected or len({m["op"] for m in members.values()}) != 1:
             unmatched += 1
             continue
-        arrivals = {r: m["host_ts_ns"] for r, m in members.items()}
+        column = next((c for c in ARRIVAL if all(m[c] is not None for m in members.values())), None)
+        if column is None:
+            unmatched += 1  # some members have only a call, others only an execution: no common arrival
+            continue
+        basis[ARRIVAL[column]] += 1
+        arrivals = {r: m[column] for r, m in members.items()}
         t_last = max(arrivals.values())
-        collectives.append(({r: t_last - t for r, t in arrivals.items()},
-                            max(arrivals, key=lambda r: (arrivals[r], r))))
+        latest = [r for r, t in arrivals.items() if t == t_last]
+        collectives.append(({r: t_last - t for r, t in arrivals.items()}, latest[0] if len(latest) == 1 else None))
     waits, last = defaultdict(list), defaultdict(int)
     for wait_of, latest in collectives:
-        last[latest] += 1
+        if latest is not None:
+            last[latest] += 1
         for r, w in wait_of.items():
             waits[r].append(w)
-    wait = {r: statistics.fmean(v) for r, v in waits.items()}
-    straggler, evidence = _straggler(collectives, last, wait)
-    return {"wait": wait, "last": dict(last), "matched": len(collectives), "unmatched": unmatched,
+    straggler, evidence = _straggler(collectives)
+    if evidence:
+        evidence["arrival"] = dict(basis)
+    return {"wait": {r: statistics.fmean(v) for r, v in waits.items()}, "total_wait": {r: sum(v) for r, v in waits.items()},
+            "last": dict(last), "matched": len(collectives), "unmatched": unmatched,
             "straggler": straggler, "evidence": evidence}
 
 
-def _straggler(collectives, last, wait):
-    """The rank the others wait for, or None (SPEC.definition gives the rule)."""
-    seen, chance = defaultdict(int), defaultdict(float)
-    for wait_of, _ in collectives:
-        for r in wait_of:
+def _straggler(collectives):
+    """The rank the others wait for, or None; with the evidence about it (else about the rank that waits least).
+
+    ``collectives``: per matched collective, (wait of each member, the member that arrived last or
+    None on a tie). SPEC.definition gives the rule.
+    """
+    seen, chance, last, waits = defaultdict(int), defaultdict(float), defaultdict(int), defaultdict(list)
+    for wait_of, latest in collectives:
+        if latest is not None:
+            last[latest] += 1
+        for r, w in wait_of.items():
             seen[r] += 1
             chance[r] += 1 / len(wait_of)
-    frac = {r: last.get(r, 0) / n for r, n in seen.items() if n >= 2}
-    if not frac:
+            waits[r].append(w)
+    if len(waits) < 2:
         return None, None
-    clear = [r for r, f in frac.items() if f >= max(LAST_FRACTION, min(1.0, 2 * chance[r] / seen[r]))]
-    top = max(frac, key=lambda r: (frac[r], -wait[r]))
-    led = [statistics.fmean([w for r, w in wait_of.items() if r != top]) for wait_of, latest in collectives
-           if latest == top]
-    evidence = {"rank": top, "last_fraction": round(frac[top], 4), "chance_fraction": round(chance[top] / seen[top], 4),
-                "collectives": seen[top], "others_wait_when_last_ns": round(statistics.fmean(led)) if led else None,
-                "own_mean_wait_ns": round(wait[top])}
-    if clear == [top] and wait[top] <= min(wait.values()):
-        return top, evidence
-    return None, evidence
+    wait = {r: statistics.fmean(v) for r, v in waits.items()}
+    others = {r: statistics.median(w for q, w in wait.items() if q != r) for r in wait}
+
+    def stands_out(r):
+        share = last[r] / seen[r]
+        return (seen[r] >= 2 and wait[r] == min(wait.values()) and others[r] > 0
+                and wait[r] <= WAIT_FRACTION * others[r]
+                and share > LAST_FRACTION and share >= min(1.0, 2 * chance[r] / seen[r]))
+
+    def evidence(r):
+        led = [statistics.fmean([w for q, w in wait_of.items() if q != r]) for wait_of, latest in collectives
+               if latest == r]
+        return {"rank": r, "collectives": seen[r], "last_fraction": round(last[r] / seen[r], 4),
+                "chance_fraction": round(chance[r] / seen[r], 4), "own_mean_wait_ns": round(wait[r]),
+                "others_median_wait_ns": round(others[r]),
+                "wait_over_others_median": round(wait[r] / others[r], 4) if others[r] else None,
+                "others_wait_when_last_ns": round(statistics.fmean(led)) if led else None}
+
+    named = [r for r in sorted(wait) if stands_out(r)]
+    if len(named) == 1:
+        return named[0], evidence(named[0])
+    return None, evidence(min(wait, key=lambda r: (wait[r], r)))
 
 
 def _heaviest(loads: dict):
@@ -243,13 +301,15 @@ def _experts(tokens, groups) -> dict:
 
 
 def _status(limits, n) -> str:
-    """Step time and floor compute (busy time where there is none) against max/mean; EP hot share vs fair."""
+    """Step time and floor compute (busy time where there is none) against max/mean; EP hot share vs fair;
+    a named straggler warns (its stall stretches every rank's step alike, so step time may not show it)."""
     warn, fail = limits.get("warn_max_over_mean", 1.10), limits.get("fail_max_over_mean", 1.30)
     compute = n["compute_floor"]["max_over_mean"] or n["compute"]["max_over_mean"]
     return worst([
         grade(n["step_time"]["max_over_mean"], warn, fail),
         grade(compute, warn, fail),
         grade(n["hot_over_fair"], limits.get("warn_hot_over_fair", 1.5), limits.get("fail_hot_over_fair", 2.5)),
+        "ok" if n["straggler_rank"] is None else "warn",
     ])
 
 
@@ -258,10 +318,13 @@ def _findings(n, limits) -> list:
     out = []
     if n["straggler_rank"] is not None:
         e = n["straggler"]
-        out.append(f"Rank {e['rank']} arrives last at {e['last_fraction']:.0%} of its {e['collectives']} matched "
-                   f"collectives (chance: {e['chance_fraction']:.0%}) and the others then wait "
-                   f"{e['others_wait_when_last_ns'] / 1e6:.2f} ms for it on average: it "
-                   f"is a straggler (extra work, a slower device or host, or data it alone loads).")
+        by = " and ".join(f"{k} start" for k in ("execution", "call") if e["arrival"].get(k))
+        out.append(f"Rank {e['rank']} arrives last (by {by}) at {e['last_fraction']:.0%} of its {e['collectives']} "
+                   f"matched collectives (chance: {e['chance_fraction']:.0%}) and waits "
+                   f"{e['own_mean_wait_ns'] / 1e6:.2f} ms per collective, against {e['others_median_wait_ns'] / 1e6:.2f}"
+                   f" ms for the median other rank; when it is last the others wait "
+                   f"{e['others_wait_when_last_ns'] / 1e6:.2f} ms for it on average: it is a straggler (extra work, "
+                   f"a slower device or host, or data it alone loads).")
     busy, floor = n["compute"]["max_over_mean"], n["compute_floor"]["max_over_mean"]
     if floor is not None and floor >= stands_out:
         top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)["rank"]

@@ -175,15 +175,40 @@ def test_one_gpu_rank():
 # hand-made main-thread events: (rank, window, start, end, cat, name, input dims), sorted by start
 
 def test_straggler_rule():
-    # rank 2 is last in 3 of 4 collectives of a 4-rank group and waits least: a straggler
-    def coll(last, ranks=(0, 1, 2, 3)):
-        return {r: (0 if r == last else 10) for r in ranks}, last
-    colls = [coll(2), coll(2), coll(2), coll(1)]
-    last = {2: 3, 1: 1}
-    wait = {0: 10.0, 1: 7.5, 2: 2.5, 3: 10.0}
-    assert imbalance._straggler(colls, last, wait)[0] == 2
+    def coll(last, ranks=(0, 1, 2, 3), wait=10):
+        return {r: (0 if r == last else wait) for r in ranks}, last
+
+    # rank 2 is last in 3 of 4 collectives of a 4-rank group and waits least, far below the others: a straggler
+    named, e = imbalance._straggler([coll(2), coll(2), coll(2), coll(1)])
+    assert named == 2 and e["last_fraction"] == 0.75 and e["own_mean_wait_ns"] == 2  # 10 / 4, rounded
+    assert e["others_median_wait_ns"] == 10 and e["wait_over_others_median"] == 0.25
+    # last in 3 of 5 is a clear majority (an earlier rule asked for 2/3 and missed it)
+    assert imbalance._straggler([coll(2)] * 3 + [coll(1), coll(3)])[0] == 2
+    # half is not a majority
+    assert imbalance._straggler([coll(2), coll(2), coll(1), coll(3)])[0] is None
+    # last in most and waiting least, but the others hardly wait for it: its wait (0.8) is not far below theirs (1)
+    slight = [coll(2, wait=1)] * 3 + [coll(1, wait=2), coll(3, wait=2)]
+    named, e = imbalance._straggler(slight)
+    assert named is None and e["rank"] == 2 and e["last_fraction"] == 0.6 and e["wait_over_others_median"] == 0.8
     # in a pair, being last 3 times in 4 is not twice chance (1/2): no straggler
     pairs = [coll(1, (0, 1)), coll(1, (0, 1)), coll(1, (0, 1)), coll(0, (0, 1))]
-    assert imbalance._straggler(pairs, {1: 3, 0: 1}, {0: 7.5, 1: 2.5})[0] is None
+    assert imbalance._straggler(pairs)[0] is None
+    # identical arrivals: nobody is last, nobody waits
+    ties = [({r: 0 for r in range(4)}, None)] * 5
+    named, e = imbalance._straggler(ties)
+    assert named is None and e["last_fraction"] == 0 and e["wait_over_others_median"] is None
     # one collective proves nothing
-    assert imbalance._straggler([coll(2)], {2: 1}, {0: 10, 1: 10, 2: 0, 3: 10})[0] is None
+    assert imbalance._straggler([coll(2)])[0] is None
+
+
+# the fixture runs the straggler rule was set against (one straggler, in straggler_ddp4)
+STRAGGLER_RULE_RUNS = (
+    "ddp2", "ddp4", "dp2_pp2_tp2", "dp2_tp2", "ep4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4", "pp4_1f1b_heavy_m4",
+    "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_interleaved_m4", "pp4_interleaved_m8",
+    "ring_cp4", "straggler_ddp4", "tp2", "tp2_sp", "tp4", "ulysses4", "zero1_dp4")
+
+
+@pytest.mark.parametrize("name", STRAGGLER_RULE_RUNS)
+def test_straggler_as_in_truth(check, name):
+    """Each run names the straggler its generator built (straggler_ddp4: rank 2), the others none."""
+    assert check(name).numbers["straggler_rank"] == truth(name)["straggler_rank"]
