@@ -2,9 +2,10 @@
 
 Three numbers, each a fraction of the step: the notes' formula for the schedule (expected), the
 reconstructed order of forward/backward work replayed with equal costs (simulated), and the trace
-(measured). The reconstruction reads schedule annotations when the trace has them (`PP:<stage><F|B><mb>`
-of interleaved schedules, `Forward i` / `Backward i` of GPipe), else cuts the main thread's compute into
-forward blocks (ops outside autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
+(measured). The reconstruction reads schedule annotations when the trace has them (`PP:<stage><F|B|I|W><mb>`
+and `PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B` of torch's multi-stage schedules, zero-bubble ones included,
+`Forward i` / `Backward i` of GPipe), else cuts the main thread's compute into forward blocks (ops outside
+autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
 """
 
 import re
@@ -24,11 +25,17 @@ SPEC = Spec(
         "from the store's vocabulary (window_totals: the union of the rank's compute_intervals anchored in the "
         "step window; the window's length). measured = mean over every pipeline rank and step. expected = the "
         "notes' formula for the schedule: (N_PP - 1)/(m + N_PP - 1) for GPipe and 1F1B, (N_PP - 1)/(v m + N_PP - 1)"
-        " interleaved, a fraction of the step; expected_megatron = (N_PP - 1)/(v m), Megatron's bubble relative "
-        "to the ideal (bubble-free) time. simulated = the reconstructed per-rank order of forward (F) and "
-        "backward (B) work per micro-batch and virtual stage replayed with F = B = 1 time unit (simulated_b2f: "
-        "B = 2 F), F of stage s after F of stage s-1, B of stage s after B of stage s+1 and F of stage s, no "
-        "communication time; idle / makespan, mean over ranks. excess = measured - expected. bottleneck_stage = "
+        " interleaved, 0 for the zero-bubble schedules (interleaved zero bubble, ZB-V: the notes' '~0 in the "
+        "ideal'), and for DualPipeV, for which the notes give no formula, the replay (simulated), a fraction of "
+        "the step; expected_megatron = (N_PP - 1)/(v m), Megatron's bubble relative to the ideal (bubble-free) "
+        "time (f / (1 - f) of the expected fraction f where the notes give no Megatron form). simulated = the "
+        "reconstructed per-rank order of forward (F), backward (B) and, for zero-bubble schedules, input-grad (I) "
+        "and weight-grad (W) work per micro-batch and virtual stage replayed with F = B = 1 time unit and "
+        "I = W = B/2 (simulated_b2f: B = 2 F, so F = I = W), F of stage s after F of stage s-1, B or I of stage s "
+        "after B or I of stage s+1 and F of stage s, W of stage s after its own B or I of the same micro-batch, "
+        "no communication time; idle / makespan, mean over ranks. ramp_floor (zero-bubble schedules) = "
+        "(N_PP - 1)/(3 v m + N_PP - 1), the least any order idles with F = I = W. excess = measured - expected. "
+        "bottleneck_stage = "
         "the stage with the most compute floor per step (mean over its ranks), named when it computes at least "
         "[imbalance] warn_max_over_mean times the stages' mean: the same stage as imbalance.heavy_stage."
     ),
@@ -47,7 +54,18 @@ SPEC = Spec(
         "torch.set_num_threads(1)). Compute blocks without annotations (backward = autograd::engine ops on "
         "the main thread, as on CPU; on GPU, where autograd runs on its own thread, only annotations work): "
         "what precedes the first forward run and follows the last backward run (loss sums, gradient scaling) and runs shorter than 10% of the upper quartile of their kind (a detach, a tensor_split) are not actions. "
-        "Zero-bubble actions (I, W) are not reconstructed. Status from excess ([bubble] warn_excess/fail_excess)."
+        "Zero-bubble schedules (docs/parallelism.md 3.2, last row of the table: backward split into input-grad and "
+        "weight-grad, W fills the bubbles, ~0 in the ideal): expected = 0 for interleaved zero bubble and ZB-V; "
+        "the notes name no DualPipeV, so its expected is the replay of its reconstructed order (simulated, F = B). "
+        "Stage placement comes from the annotations' stage numbers (looped: rank p holds p, p + N_PP, ...; "
+        "V-shaped, ZB-V and DualPipeV: p and 2 N_PP - 1 - p); a fused PP:(aFi;bBj)OVERLAP_F_B is F then B on "
+        "that rank. What the '~0' leaves: the rank holding stage N_PP - 1 cannot start before N_PP - 1 forwards "
+        "and then has v m (F + I + W) to do, so no order idles less than ramp_floor; torch's three zero-bubble "
+        "orders reach it with F = I = W (simulated_b2f; interleaved zero bubble from m >= N_PP, ZB-V from "
+        "m >= 2 N_PP - 1, DualPipeV at every m torch accepts, m >= 2 N_PP), "
+        "and with F = B, I = W = B/2 (simulated) interleaved zero bubble and DualPipeV reach (N_PP - 1)/"
+        "(2 v m + N_PP - 1) while ZB-V, tuned for F = I = W, idles N_PP F per rank; a replay above ramp_floor "
+        "with F = I = W is reported. Status from excess ([bubble] warn_excess/fail_excess)."
     ),
 )
 
@@ -55,27 +73,53 @@ FORMULAS = {
     "gpipe": "(N_PP - 1) / (m + N_PP - 1)",
     "1f1b": "(N_PP - 1) / (m + N_PP - 1)",
     "interleaved_1f1b": "(N_PP - 1) / (v m + N_PP - 1)",
+    "interleaved_zero_bubble": "0 (zero bubble: ~0 in the ideal)",
+    "zbv_zero_bubble": "0 (zero bubble: ~0 in the ideal)",
+    "dualpipe_v": "none in docs/parallelism.md 3.2: the replay (simulated)",
 }
-MARK = re.compile(r"PP:(\d+)([FB])(\d+)|(Forward|Backward) (\d+)")
+ZERO_BUBBLE = ("interleaved_zero_bubble", "zbv_zero_bubble", "dualpipe_v")
+RAMP_FLOOR = "(N_PP - 1) / (3 v m + N_PP - 1)"
+MARK = re.compile(r"PP:(\d+)([FBIW])(\d+)|(Forward|Backward) (\d+)|PP:\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B")
 SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
 
 
-def expected_bubble(schedule, n, m, v=1):
-    """The notes' bubble fraction of the step (docs/parallelism.md 3.2), or None when a term is unknown."""
+def expected_bubble(schedule, n, m, v=1, replay=None):
+    """The notes' bubble fraction of the step (docs/parallelism.md 3.2), or None when a term is unknown.
+
+    Zero-bubble schedules (interleaved zero bubble, ZB-V): 0, the notes' "~0 in the ideal"; DualPipeV, which the
+    notes do not name: ``replay`` (the simulated bubble of the reconstructed order).
+    """
     if schedule not in FORMULAS or not n or not m:
         return None
+    if schedule == "dualpipe_v":
+        return replay
+    if schedule in ZERO_BUBBLE:
+        return 0.0
     vm = (v or 1) * m if schedule == "interleaved_1f1b" else m
     return (n - 1) / (vm + n - 1)
 
 
-def simulate(orders, backward=1.0):
-    """Replay {rank: [(kind, stage, mb), ...]} with F = 1 and B = ``backward`` time units.
+def ramp_floor(n, m, v=1, backward=2):
+    """The least idle share any order of v m micro-batch chunks per rank can reach (F = 1, I = W = backward/2).
 
-    F(s, i) waits for F(s - 1, i); B(s, i) for B(s + 1, i) and F(s, i); each rank runs its list in order.
+    The rank holding stage N_PP - 1 (looped or V-shaped) gets its first input after N_PP - 1 forwards and then
+    has v m (F + B) of work; every rank has that much, so the makespan is at least (N_PP - 1) F + v m (F + B).
+    """
+    return Fraction(n - 1) / (Fraction(n - 1) + (v or 1) * m * (1 + Fraction(backward)))
+
+
+def simulate(orders, backward=1.0):
+    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units.
+
+    Kinds: F forward, B full backward, I input-grad and W weight-grad halves of a split backward (zero-bubble
+    schedules). F(s, i) waits for F(s - 1, i); B(s, i) and I(s, i) for F(s, i) and the input gradient of stage
+    s + 1 (its B or I of micro-batch i); W(s, i) only for stage s's own B or I of micro-batch i. The stage
+    numbers carry the placement (looped or V-shaped), so the replay needs none; each rank runs its list in order.
     Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (missing or
     cyclic work).
     """
-    cost = {"F": Fraction(1), "B": Fraction(backward)}
+    b = Fraction(backward)
+    cost = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
     last = max(s for acts in orders.values() for _, s, _ in acts)
     done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, Fraction(0))
     progress = True
@@ -84,12 +128,17 @@ def simulate(orders, backward=1.0):
         for r, acts in orders.items():
             while pos[r] < len(acts):
                 k, s, i = acts[pos[r]]
-                deps = [("F", s - 1, i)] if k == "F" and s > 0 else []
-                if k == "B":
-                    deps = [("F", s, i)] + ([("B", s + 1, i)] if s < last else [])
+                if k == "F":
+                    deps = [("F", s - 1, i)] if s > 0 else []
+                elif k == "W":
+                    deps = [("grad", s, i)]
+                else:  # B or I: the input gradient, which stage s - 1 waits for
+                    deps = [("F", s, i)] + ([("grad", s + 1, i)] if s < last else [])
                 if any(d not in done for d in deps):
                     break
                 done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost[k]
+                if k in "BI":
+                    done[("grad", s, i)] = free[r]
                 pos[r] += 1
                 progress = True
     if any(pos[r] < len(acts) for r, acts in orders.items()):
@@ -104,8 +153,10 @@ def _marks(rows, position):
         g = MARK.fullmatch(row["name"])
         if g and g[1] is not None:
             acts.append((g[2], int(g[1]), int(g[3])))
-        elif g:
+        elif g and g[4] is not None:
             acts.append((g[4][0], position, int(g[5])))
+        elif g:  # DualPipeV's fused pair: the forward, then the backward, on this rank
+            acts += [("F", int(g[6]), int(g[7])), ("B", int(g[8]), int(g[9]))]
     return acts
 
 
@@ -138,6 +189,13 @@ def _blocks(tops, opts, position):
 
 
 def _kind(orders, v):
+    kinds = {a[0] for acts in orders.values() for a in acts}
+    if kinds & {"I", "W"}:  # split backward: a zero-bubble schedule; its placement names which
+        stages = [{a[1] for a in acts} for acts in orders.values()]
+        n_stages = max(max(s) for s in stages) + 1
+        if n_stages == 2 * len(stages) and all(len(s) == 2 and min(s) + max(s) == n_stages - 1 for s in stages):
+            return "dualpipe_v" if "B" in kinds else "zbv_zero_bubble"  # V-shaped: rank p holds p, 2 N_PP - 1 - p
+        return "interleaved_zero_bubble"
     if v > 1:
         return "interleaved_1f1b"
     gpipe = all(max((j for j, a in enumerate(acts) if a[0] == "F"), default=-1)
@@ -162,10 +220,14 @@ def _reconstruct(by_rank_step, groups, steps):
                     sources.add("compute blocks between pp send/recv")
                 orders[rank] = acts
             out[(group, step)] = orders
-            per_rank = [(sum(a[0] == "F" for a in acts), sum(a[0] == "B" for a in acts),
-                         len({a[1] for a in acts})) for acts in orders.values()]
-            if per_rank and len(set(per_rank)) == 1 and per_rank[0][0] == per_rank[0][1] and per_rank[0][2]:
-                f, _, v = per_rank[0]
+            # per rank: forwards and stages (equal on every rank); every forward has its B or I, every I its W
+            # (DualPipeV mixes full B and split I + W, differently on each rank)
+            per_rank = [(sum(a[0] == "F" for a in acts), len({a[1] for a in acts})) for acts in orders.values()]
+            paired = all(sum(a[0] == "F" for a in acts) == sum(a[0] in "BI" for a in acts)
+                         and sum(a[0] == "I" for a in acts) == sum(a[0] == "W" for a in acts)
+                         for acts in orders.values())
+            if per_rank and len(set(per_rank)) == 1 and paired and per_rank[0][1]:
+                f, v = per_rank[0]
                 shapes.add((_kind(orders, v), f // v, v) if f % v == 0 else None)
             else:
                 shapes.add(None)
@@ -229,8 +291,12 @@ def run(ctx):
         else:
             chosen[k], origin[k] = None, "unknown"
     schedule, m, v = chosen["pp_schedule"], chosen["microbatches"], chosen["virtual_stages"] or 1
-    expected = expected_bubble(schedule, pp, m, v)
-    megatron = (pp - 1) / (v * m) if expected is not None else None
+    expected = expected_bubble(schedule, pp, m, v, replay=simulated[1])
+    if schedule in ZERO_BUBBLE:
+        megatron = expected / (1 - expected) if expected is not None and expected < 1 else None
+    else:
+        megatron = (pp - 1) / (v * m) if expected is not None else None
+    floor = float(ramp_floor(pp, m, v)) if schedule in ZERO_BUBBLE and m else None
     excess = measured - expected if expected is not None else None
 
     status = grade(excess, ctx.limits.get("warn_excess", 0.10), ctx.limits.get("fail_excess", 0.25))
@@ -241,14 +307,22 @@ def run(ctx):
                f"the stages compute about equally (the most {spread or 1:.2f}x the mean), so the excess is waiting "
                f"in send/recv beyond the schedule (point-to-point latency, CPU contention, exposed non-pipeline "
                f"communication)")
-        findings.append(f"The measured bubble {measured:.1%} exceeds the {schedule} formula's {expected:.1%} "
+        basis = ("replay" if schedule == "dualpipe_v" else "ideal" if schedule in ZERO_BUBBLE else "formula")
+        findings.append(f"The measured bubble {measured:.1%} exceeds the {schedule} {basis}'s {expected:.1%} "
                         f"(N_PP={pp}, m={m}{f', v={v}' if v > 1 else ''}) by {excess:.1%}: {why}.")
     if shape and any(origin[k] != "reconstructed" and chosen[k] != rec[k] and not (k == "virtual_stages"
                      and (chosen[k] or 1) == rec[k]) for k in rec):
         findings.append(f"The reconstructed schedule ({rec['pp_schedule']}, m={rec['microbatches']}, "
                         f"v={rec['virtual_stages']}) differs from the layout's ({schedule}, m={m}, v={v}): "
                         f"the expected bubble may use the wrong formula.")
-    if expected is not None and simulated[1] is not None and abs(simulated[1] - expected) > 1e-9:
+    if floor is not None and simulated[2] is not None and simulated[2] > floor + 1e-9:
+        findings.append(f"Replayed with F = I = W (the cost model zero-bubble schedules are built for), the "
+                        f"reconstructed order idles {simulated[2]:.1%} of the step, more than the {floor:.1%} no "
+                        f"order avoids (the rank holding stage {pp - 1} waits {pp - 1} forwards for its first "
+                        f"input): W does not fill every bubble (too few micro-batches for the schedule, e.g. ZB-V "
+                        f"with m < 2 N_PP - 1, or not the textbook {schedule} order).")
+    if (schedule not in ZERO_BUBBLE and expected is not None and simulated[1] is not None
+            and abs(simulated[1] - expected) > 1e-9):
         findings.append(f"Replayed with equal costs, the reconstructed order idles {simulated[1]:.1%} of the step, "
                         f"not the formula's {expected:.1%}: the schedule is not the textbook {schedule}.")
     if shape is None:
@@ -261,6 +335,7 @@ def run(ctx):
             "expected": expected,
             "expected_formula": FORMULAS.get(schedule, "unknown schedule"),
             "expected_megatron": megatron,
+            "ramp_floor": floor,
             "simulated": simulated[1],
             "simulated_b2f": simulated[2],
             "measured": measured,
@@ -276,12 +351,17 @@ def run(ctx):
             "reconstructed": {**rec, "from": source},
             "definitions": {
                 "expected": f"{FORMULAS.get(schedule, '?')} with N_PP={pp}, m={m}, v={v}: idle share of the step "
-                            "(m + N_PP - 1 in the denominator), equal F/B cost (docs/parallelism.md 3.2)",
+                            "(m + N_PP - 1 in the denominator), equal F/B cost (docs/parallelism.md 3.2); zero-bubble "
+                            "schedules: 0, the notes' '~0 in the ideal' (interleaved zero bubble, ZB-V), or the "
+                            "replay where the notes give no formula (DualPipeV)",
                 "expected_megatron": "(N_PP - 1) / (v m): Megatron's bubble relative to the ideal time, not a "
-                                     "share of the step",
-                "simulated": "reconstructed F/B order per rank replayed with F = B = 1, no communication time: "
-                             "idle / makespan, mean over ranks (share of the step)",
-                "simulated_b2f": "the same with B = 2 F",
+                                     "share of the step (zero-bubble schedules: expected / (1 - expected))",
+                "ramp_floor": f"{RAMP_FLOOR} (zero-bubble schedules only): the least idle share any order reaches "
+                              "with F = I = W, the ramp of the first micro-batch through N_PP - 1 forwards, which "
+                              "the notes' '~0' neglects; compare simulated_b2f",
+                "simulated": "reconstructed F/B (and I/W) order per rank replayed with F = B = 1, I = W = 1/2, no "
+                             "communication time: idle / makespan, mean over ranks (share of the step)",
+                "simulated_b2f": "the same with B = 2 F (F = I = W, the zero-bubble schedules' cost model)",
                 "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
                             "window_totals.compute_ns (the union of the rank's compute_intervals in the step)",
                 "excess": "measured - expected (share of the step)",

@@ -3,7 +3,8 @@
 --   grp 'top'  : top-level CPU ops of the main thread, nested ops merged into their outermost one;
 --                name = the outermost op; comm = it is a communication call (is_comm_call);
 --                pp = a pp-tagged operation's call (comm_intervals) starts inside it
---   grp 'mark' : schedule annotations on the main thread: PP:<stage><action><mb>, Forward <mb>, Backward <mb>
+--   grp 'mark' : schedule annotations on the main thread: PP:<stage><F|B|I|W><mb>, DualPipeV's fused
+--                PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B, Forward <mb>, Backward <mb>
 --   grp 'opt'  : Optimizer.* annotations on the main thread (not part of the pipeline schedule)
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
@@ -17,7 +18,8 @@ WITH clipped AS (
 )
 SELECT {'rank': rank, 'step': step} AS k, rank, step,
        CASE WHEN cat = 'cpu_op' THEN 'top'
-            WHEN regexp_full_match(name, 'PP:\d+[FB]\d+') OR regexp_full_match(name, '(Forward|Backward) \d+') THEN 'mark'
+            WHEN regexp_full_match(name, 'PP:\d+[FBIW]\d+') OR regexp_full_match(name, '(Forward|Backward) \d+')
+              OR regexp_full_match(name, 'PP:\(\d+F\d+;\d+B\d+\)OVERLAP_F_B') THEN 'mark'
             WHEN starts_with(name, 'Optimizer.') THEN 'opt' END AS grp,
        name, s, e, cat = 'cpu_op' AND is_comm_call(name) AS comm
 FROM clipped;

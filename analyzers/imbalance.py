@@ -33,9 +33,11 @@ SPEC = Spec(
         "one clock; a rank's wait = last arrival - own arrival; wait_ns = its mean over the rank's matched "
         "collectives, total_wait_ns = their sum; last_arrivals = how often it arrived strictly last (a tie "
         "makes no one last). straggler_rank = the only rank that (1) has the smallest wait_ns of all ranks, "
-        "(2) at most 1/2 of the median wait_ns of the other ranks (that median > 0), and (3) arrived last at "
-        "more than half of its (at least 2) matched collectives and at least twice the share chance gives (the "
-        "mean of 1/group size over them); else null. straggler (evidence) = for that rank, else for the rank "
+        "(2) arrived last at more than half of its (at least 2) matched collectives, and (3) either waits at "
+        "most 1/2 of the median wait_ns of the other ranks (that median > 0) and was last at least twice as "
+        "often as chance gives (the mean of 1/group size over them), or waits at most 1/10 of that median and "
+        "was last at least 1.5 times as often as chance (two-rank groups, where twice chance means always); "
+        "else null. straggler (evidence) = for that rank, else for the rank "
         "that waits least: collectives, last_fraction, chance_fraction, own_mean_wait_ns, "
         "others_median_wait_ns, wait_over_others_median, others_wait_when_last_ns (the others' mean wait at the "
         "collectives it arrived last at) and arrival (how many collectives were timed by execution, by call). "
@@ -49,8 +51,8 @@ SPEC = Spec(
     numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
               "straggler: its mean wait per collective, and how often it arrived last",
     denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the other "
-                "ranks' median mean wait (ratio <= 1/2), and its matched collectives (share > 1/2 and >= twice "
-                "chance)",
+                "ranks' median mean wait (ratio <= 1/2, or <= 1/10), and its matched collectives (share > 1/2 "
+                "and >= twice chance, or >= 1.5 chance)",
     needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
           "order for stragglers; pp/cp tags for stages and ring ranks; EP all-to-all split sizes for tokens",
     notes=(
@@ -86,8 +88,10 @@ SPEC = Spec(
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
                "scatter", "barrier")
 ARRIVAL = {"exec_ts_ns": "execution", "host_ts_ns": "call"}  # arrival: the first column every member has
-LAST_FRACTION = 1 / 2  # straggler: last in more than this share of its matched collectives (and 2x chance)
+LAST_FRACTION = 1 / 2  # straggler: last in more than this share of its matched collectives
 WAIT_FRACTION = 1 / 2  # ... and its mean wait at most this fraction of the other ranks' median mean wait
+STRONG_WAIT_FRACTION = 1 / 10  # or at most this fraction, and last at least STRONG_CHANCE x chance
+STRONG_CHANCE = 1.5
 
 
 def run(ctx):
@@ -203,10 +207,12 @@ def _straggler(collectives):
     others = {r: statistics.median(w for q, w in wait.items() if q != r) for r in wait}
 
     def stands_out(r):
-        share = last[r] / seen[r]
-        return (seen[r] >= 2 and wait[r] == min(wait.values()) and others[r] > 0
-                and wait[r] <= WAIT_FRACTION * others[r]
-                and share > LAST_FRACTION and share >= min(1.0, 2 * chance[r] / seen[r]))
+        share, fair = last[r] / seen[r], chance[r] / seen[r]
+        if not (seen[r] >= 2 and wait[r] == min(wait.values()) and others[r] > 0 and share > LAST_FRACTION):
+            return False
+        # last twice as often as chance; or, where the others wait 10x as long, 1.5x (two-rank groups)
+        return (wait[r] <= WAIT_FRACTION * others[r] and share >= min(1.0, 2 * fair)) or \
+            (wait[r] <= STRONG_WAIT_FRACTION * others[r] and share >= min(1.0, STRONG_CHANCE * fair))
 
     def evidence(r):
         led = [statistics.fmean([w for q, w in wait_of.items() if q != r]) for wait_of, latest in collectives

@@ -201,14 +201,20 @@ def test_straggler_rule():
     assert imbalance._straggler([coll(2)])[0] is None
 
 
-# the fixture runs the straggler rule was set against (one straggler, in straggler_ddp4)
-STRAGGLER_RULE_RUNS = (
-    "ddp2", "ddp4", "dp2_pp2_tp2", "dp2_tp2", "ep4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4", "pp4_1f1b_heavy_m4",
-    "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_interleaved_m4", "pp4_interleaved_m8",
-    "ring_cp4", "straggler_ddp4", "tp2", "tp2_sp", "tp4", "ulysses4", "zero1_dp4")
+# Every fixture run names the straggler its generator built (straggler_ddp4: rank 2; straggler_dp2_tp2, a
+# compute straggler on a 2-D mesh: rank 3), the others none; except runs whose timing is noise by design:
+NOT_STRAGGLER_RUNS = {
+    # the delay runs sleep a random 0-2x delay_ms before every block on one rank: timing noise for the group
+    # attribution test, below gloo's own jitter (1-5 ms a collective), so no rank stands out reliably
+    "dp2_tp2_delay1", "dp2_tp2_delay2", "dp2_pp2_tp2_delay1", "dp2_pp2_tp2_delay4",
+    # two ranks, one all-reduce a step: rank 1 happened to arrive last at both (42.7 ms) when generated on a
+    # loaded host, so it is named although the configuration has no straggler
+    "ddp2_accum_m4",
+}
+STRAGGLER_RULE_RUNS = sorted(p.name for p in RUNS.iterdir() if p.is_dir() and p.name not in NOT_STRAGGLER_RUNS)
 
 
 @pytest.mark.parametrize("name", STRAGGLER_RULE_RUNS)
 def test_straggler_as_in_truth(check, name):
-    """Each run names the straggler its generator built (straggler_ddp4: rank 2), the others none."""
+    """Each run names the straggler its generator built, the others none."""
     assert check(name).numbers["straggler_rank"] == truth(name)["straggler_rank"]

@@ -89,6 +89,7 @@ def p2p(world, links, loaded=None):
 
 # sends from each rank to its ring neighbours (next = (r + 1) % n, prev = (r - 1) % n) decide:
 # ring when n > 2, every rank sends to next equally often (> 0), and to prev either never or as often
+# (two ranks: below)
 P2P_CASES = {
     # to next 1, 1, 1; to prev 0, 0, 0
     "ring": (3, [(0, 1), (1, 2), (2, 0)], None, "ring"),
@@ -100,7 +101,7 @@ P2P_CASES = {
     "pipeline": (3, [(0, 1), (1, 2), (2, 1), (1, 0)], None, "chain"),
     # to next 2, 2, 1: the interleaved schedule's wrap-around carries fewer micro-batches
     "interleaved": (3, [(0, 1), (1, 2), (2, 0), (0, 1), (1, 2)], None, "chain"),
-    # two ranks: never a ring (n > 2), whatever they exchange
+    # two ranks without a backward: nothing tells K/V blocks from a pipeline's activations
     "two ranks both ways": (2, [(0, 1), (1, 0)], None, "chain"),
     # a ring, but only rank 0's file is loaded: ranks 1 and 2 send nothing the store knows of
     "ring seen from one rank": (3, [(0, 1), (1, 2), (2, 0)], [0], "chain"),
@@ -113,6 +114,27 @@ def test_p2p_shape(tmp_path, world, links, loaded, shape):
     got = rows(con, "SELECT op, group_key, p2p_shape FROM comm_features")
     assert got and {(r["group_key"], r["p2p_shape"]) for r in got} == {(str(list(range(world))), shape)}
     assert {r["op"] for r in got} <= {"send", "recv"}
+
+
+# two ranks are each other's both neighbours: they are a ring when both send to the other before
+# their backward starts (K/V blocks in forward), a chain when one of them sends only in backward
+TWO_RANK_CASES = {
+    # both send at 100 / 150, both ranks' backward starts at 600
+    "ring of two": ([(0, 1), (1, 0)], {0: 600, 1: 600}, "ring"),
+    # rank 1 (the last stage) sends its gradient at 150, after its backward started at 120
+    "two-stage pipeline": ([(0, 1), (1, 0)], {0: 600, 1: 120}, "chain"),
+    # rank 0 sends twice, rank 1 once: uneven
+    "ring of two, uneven": ([(0, 1), (1, 0), (0, 1)], {0: 600, 1: 600}, "chain"),
+}
+
+
+@pytest.mark.parametrize("links, backward, shape", TWO_RANK_CASES.values(), ids=TWO_RANK_CASES.keys())
+def test_p2p_shape_of_two_ranks(tmp_path, links, backward, shape):
+    run = p2p(2, links)
+    for r, ts in backward.items():
+        run.events[r].append(autograd(ts, 50))
+    got = rows(run.load(tmp_path), "SELECT DISTINCT p2p_shape FROM comm_features")
+    assert got == [{"p2p_shape": shape}]
 
 
 def test_p2p_shape_is_null_for_collectives(tmp_path):

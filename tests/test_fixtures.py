@@ -138,12 +138,39 @@ def test_truth_schema():
         t = json.loads((run_dir / "truth.json").read_text())
         assert {"name", "world_size", "layout", "model", "optimizer", "profiled_steps",
                 "comm", "imbalance"} <= set(t)
-        assert set("dp tp pp cp sp ep".split()) <= set(t["layout"])
+        lay = t["layout"]
+        assert set("dp tp pp cp sp ep dp_replicate dp_shard microbatches".split()) <= set(lay)
+        # Megatron-Core / torchtitan: the world is dp x tp x pp x cp x sp; ep is carved out of dp x cp x sp
+        assert t["world_size"] == lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"] * lay["sp"], run_dir.name
+        assert (lay["dp"] * lay["cp"] * lay["sp"]) % lay["ep"] == 0, run_dir.name
+        assert lay["dp_replicate"] * lay["dp_shard"] == lay["dp"], run_dir.name
         for r in t["comm"]:
             assert r["op"] in {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                                "broadcast", "send", "recv", "barrier"}
             assert r["strategy"] in {"dp", "tp", "pp", "cp", "sp", "ep", "other"}
             assert (r["peer"] is None) == (r["op"] not in ("send", "recv"))
+
+
+def test_truth_only_rewrites_the_truth_and_keeps_the_traces(tmp_path):
+    """--truth-only: truth.json from fixtures/truth.py for an existing run, its traces untouched."""
+    pytest.importorskip("torch")
+    import shutil
+
+    from fixtures.generate import main
+
+    runs = _runs()
+    if not runs:
+        pytest.skip("no runs in fixtures/runs")
+    src = runs[0]
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst)
+    (dst / "truth.json").write_text("{}")
+    traces = {p.name: p.read_bytes() for p in dst.glob("rank*.json.gz")}
+    assert main(["--config", src.name, "--truth-only", "--out", str(tmp_path)]) == 0
+    assert json.loads((dst / "truth.json").read_text()) == json.loads((src / "truth.json").read_text())
+    assert {p.name: p.read_bytes() for p in dst.glob("rank*.json.gz")} == traces
+    with pytest.raises(FileNotFoundError):
+        main(["--config", src.name, "--truth-only", "--out", str(tmp_path / "empty")])
 
 
 def test_regenerate_smallest(tmp_path):

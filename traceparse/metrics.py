@@ -45,10 +45,17 @@ METRICS = {
     ),
     "layout": (
         "Inferred layout",
-        "degrees = size of the groups whose operations carry each strategy; dp = world / (tp x pp x cp x sp x ep); "
-        "zero_stage from the data-parallel groups' pattern; pipeline m and v from the first stage's sends "
+        "degrees = size of the groups whose operations carry each strategy, counted as Megatron-Core and "
+        "torchtitan count them: world = dp x tp x pp x cp x sp (cp ring, sp Ulysses: the sequence split), so "
+        "dp = world / (tp x pp x cp x sp), every rank that is not model-parallel; expert parallelism is carved "
+        "out of the data-parallel ranks (ep divides dp x cp x sp, no factor of the world): an MoE or "
+        "recommendation job whose dense gradients sync over all its ranks has dp = world, its experts or "
+        "model-parallel embedding tables give ep; dp_replicate x dp_shard = dp, dp_shard the size of the DP "
+        "groups that shard state (ZeRO 1-3; HSDP: its shard groups), plain DDP dp_replicate = dp; zero_stage "
+        "from the data-parallel groups' pattern; microbatches without a pipeline: forward/backward passes per "
+        "optimizer step (gradient accumulation), with one: m and v from the first stage's sends "
         "(m x v to the second stage, m x (v - 1) wrapping around from the last) or the schedule annotations",
-        "each value with its evidence; null when unknown (docs/parallelism.md 1, 3.1, 3.2)",
+        "each value with its evidence; null when unknown (docs/parallelism.md 1, 3.1, 3.2, 5)",
     ),
     "collectives": (
         "Collectives per rank per step",

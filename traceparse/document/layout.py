@@ -10,7 +10,7 @@ from ..tagging.layout import KEYS
 
 MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
               "dtype_bytes", "params", "top_k", "n_opt"}
-INT_KEYS = {"dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages"} | MODEL_KEYS
+INT_KEYS = {"dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages", "dp_replicate", "dp_shard"} | MODEL_KEYS
 STATED_KEYS = set(KEYS) | MODEL_KEYS | {"optimizer"}
 
 

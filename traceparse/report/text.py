@@ -92,7 +92,7 @@ def _issues(issues):
 
 def render_layout(doc) -> str:
     lay = doc["layout"]
-    keys = ["dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages"]
+    keys = ["dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages", "dp_replicate", "dp_shard"]
     out = ["layout (inferred; explain: layout)", "  " + "  ".join(f"{k}={_val(lay[k])}" for k in keys)]
     out += [f"  {k}: {lay['evidence'][k]}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
     check = doc.get("layout_check", {})

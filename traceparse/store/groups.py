@@ -1,19 +1,51 @@
 """Find the process group of communication operations whose trace does not name it.
 
-gloo's ``c10d::*`` ops carry no group; when a rank belongs to several groups
-(a DeviceMesh), the group is inferred from the other ranks:
+gloo's ``c10d::*`` ops carry no group. When a rank belongs to several groups (a
+DeviceMesh), the group is inferred from every signal the traces hold, strongest first:
 
-- a collective's members finish it together: among the rank's groups, the
-  largest whose every other member ends an operation of the same kind and size
-  at the same moment is the group. Evidence is pooled per worker thread (each
-  gloo process group runs its collectives on its own threads), so one
-  coincidence cannot decide.
-- a send or receive names its peer by its index in the group: the group is the
-  one under which the peer posts the matching receive (or send) naming this rank
-  back, as many times and with the same size.
+- **Worker threads.** A gloo process group runs its collectives on its own worker
+  threads (2 per group), so every operation a thread executes belongs to one group,
+  and two groups never share a thread. The threads are the unit of decision (a
+  *lane*): one decision per thread, on all of its operations' evidence, never one
+  coincidence per operation.
+- **Sizes that state the group size.** An all-gather's output is its input times the
+  group size, a reduce-scatter the reverse, an all-to-all has one split per member:
+  a group of another size is impossible.
+- **Whole sequences.** The members of a group run its collectives in the same order
+  with the same sizes, and a collective cannot end on one member before every member
+  has issued it. For a candidate group, each operation of the thread is paired, in
+  order and one to one, with an operation of the same kind and size on every other
+  member whose lifetime overlaps it (issued before this one ended, ended after this
+  one was issued). A group where a member lacks partners for more than ``MAX_MISSING``
+  of the operations is impossible. The members of one collective end within its
+  transfer time of each other, and the member that arrived last waited for nobody, so
+  its exec time is that transfer time: a group is consistent when every member's
+  median end skew is within it (at least ``FLOOR_NS``) and no member lacks more
+  partners than in the best group; among the consistent ones the largest is preferred
+  (a subgroup of the true group ends together too), then the tightest.
+- **Framework context.** DTensor wraps tensor/sequence-parallel collectives in
+  ``_c10d_functional::*`` ops; FSDP's collectives sit inside ``FSDP::`` annotations.
+  When the candidate groups are named after mesh axes (``mesh_tp``,
+  ``mesh_dp_replicate``), a wrapped operation leans to a tp/sp/cp/ep group and an FSDP
+  one to a dp group. This decides what timing cannot (data-parallel replicas that run
+  the same tensor-parallel all-reduce at the same moment; HSDP's replicate all-reduce,
+  which the sharded reduce-scatter just before it can put in step on every rank, like
+  a world all-reduce), never against the sizes or the sequences.
+- **Thread creation order.** Groups are created in the order of their names ("0", "1",
+  ...) and each creates its threads then, so on a rank a thread with a lower id belongs
+  to a group created no later, and a group has at most ``THREADS_PER_GROUP`` threads.
+  The rank's threads are assigned jointly under these two constraints (the cheapest
+  assignment by the costs above); if the thread ids contradict the other evidence
+  (ids wrapped), the threads are decided one by one.
 
-Rows resolved here get ``group_source`` 'inferred: ...'; rows left unresolved
-keep NULL and reports count them.
+A send or receive names its peer by its index in the group: the group is the one under
+which the peer posts the matching receive (or send) naming this rank back, as many times
+and with the same size; when several groups do and name the same global peer, the
+smallest (the mesh axis, not the world that contains it); when they name different
+peers, the one whose peer's matching operation overlaps this one in time.
+
+Rows resolved here get ``group_source`` 'inferred: ...'; rows left unresolved keep NULL
+and reports count them.
 """
 
 from bisect import bisect_left
@@ -21,30 +53,48 @@ from collections import Counter, defaultdict
 from statistics import median
 
 P2P = {"send": "recv", "recv": "send"}
-MIN_TOLERANCE_NS = 100_000
+FLOOR_NS = 50_000          # ends this close are "together" however short the transfer
+SLACK_NS = 100_000         # clock tolerance of the lifetime-overlap (causality) test
+MAX_MISSING = 0.5          # a candidate where a member lacks partners for more ops is impossible
+THREADS_PER_GROUP = 2      # gloo: 2 worker threads per device, one device
+TP_LIKE = {"tp", "sp", "cp", "ep"}
+
+# costs of one thread's candidate groups (lower is better)
+IMPOSSIBLE, INCONSISTENT, SMALLER, LARGEST = 100.0, 3.0, 1.0, 0.0
+CONTEXT = 1.5              # framework context agreeing (-) or disagreeing (+) with the group's axis
+OVER_CAP = 20.0            # per thread beyond THREADS_PER_GROUP in one group
 
 
 def infer_groups(con):
     groups = defaultdict(list)
-    for rank, name, desc, members in con.execute(
-        "SELECT rank, pg_name, pg_desc, ranks FROM process_groups WHERE ranks IS NOT NULL ORDER BY rank, pg_name"
+    for rank, name, desc, members, axis in con.execute(
+        "SELECT rank, pg_name, pg_desc, ranks, group_axis(pg_desc, pg_name) FROM process_groups "
+        "WHERE ranks IS NOT NULL ORDER BY rank, pg_name"
     ).fetchall():
-        groups[rank].append((name, desc, tuple(members)))
-    ops = con.execute(
-        """SELECT rank, op_id, op, bytes_in, peer_in_group, exec_stream, exec_ts_ns + exec_dur_ns,
-                  group_ranks IS NULL AS open
-           FROM comm_ops"""
-    ).fetchall()
+        groups[rank].append(Group(name, desc, tuple(members), axis))
     loaded = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
     # only groups of two or more ranks, all of them loaded, can be judged
-    groups = {r: [g for g in gs if len(g[2]) > 1 and set(g[2]) <= loaded] for r, gs in groups.items()}
-    todo = [o for o in ops if o[7] and len(groups.get(o[0], ())) > 1]
+    groups = {r: [g for g in gs if len(g.members) > 1 and set(g.members) <= loaded] for r, gs in groups.items()}
+    ops = [Op(*row) for row in con.execute(
+        """
+        SELECT c.rank, c.op_id, c.op, c.bytes_in, c.bytes_out, c.in_split, c.group_size, c.peer_in_group,
+               c.exec_stream, c.host_ts_ns, c.exec_ts_ns, c.exec_ts_ns + c.exec_dur_ns,
+               coalesce(c.exec_ts_ns + c.exec_dur_ns, c.host_ts_ns + c.host_dur_ns),
+               c.group_ranks IS NULL, c.name LIKE '_c10d_functional::%', f.op_id IS NOT NULL
+        FROM comm_ops c
+        LEFT JOIN (SELECT DISTINCT o.rank, o.op_id FROM comm_ops o JOIN events e
+                     ON e.rank = o.rank AND e.tid = o.tid AND e.name LIKE 'FSDP::%'
+                    AND e.ts_ns <= o.host_ts_ns AND e.ts_ns + e.dur_ns >= o.host_ts_ns + o.host_dur_ns
+                   WHERE o.group_ranks IS NULL) f ON f.rank = c.rank AND f.op_id = c.op_id
+        """
+    ).fetchall()]
+    todo = [o for o in ops if o.open and len(groups.get(o.rank, ())) > 1]
     if not todo:
         return
     found = {}
     found.update(_collectives(ops, todo, groups))
     found.update(_point_to_point(ops, todo, groups))
-    rows = [(g[2], len(g[2]), g[0], g[1], how, rank, op_id) for (rank, op_id), (g, how) in found.items()]
+    rows = [(g.members, len(g.members), g.name, g.desc, how, rank, op_id) for (rank, op_id), (g, how) in found.items()]
     if rows:
         con.executemany(
             "UPDATE comm_ops SET group_ranks = ?, group_size = ?, pg_name = ?, pg_desc = ?, group_source = ? "
@@ -53,71 +103,211 @@ def infer_groups(con):
         )
 
 
+class Group:
+    __slots__ = ("name", "desc", "members", "axis", "order")
+
+    def __init__(self, name, desc, members, axis):
+        self.name, self.desc, self.members, self.axis = name, desc, members, axis
+        self.order = int(name) if isinstance(name, str) and name.isdigit() else None
+
+
+class Op:
+    __slots__ = ("rank", "op_id", "op", "bytes_in", "bytes_out", "in_split", "group_size", "peer", "thread",
+                 "issue", "start", "end", "any_end", "open", "wrapped", "fsdp")
+
+    def __init__(self, *values):
+        for k, v in zip(self.__slots__, values, strict=True):
+            setattr(self, k, v)
+
+    @property
+    def kind(self):
+        """What every member's copy of the operation shares: the op, and its input size (all-to-all
+        sizes differ between members)."""
+        return (self.op, None if self.op == "all_to_all" else self.bytes_in)
+
+    def implied_size(self):
+        """The group size the operation's own sizes state, else None."""
+        if self.group_size:
+            return int(self.group_size)
+        if self.op == "all_gather" and self.bytes_in and self.bytes_out and self.bytes_out % self.bytes_in == 0:
+            return self.bytes_out // self.bytes_in
+        if self.op == "reduce_scatter" and self.bytes_in and self.bytes_out and self.bytes_in % self.bytes_out == 0:
+            return self.bytes_in // self.bytes_out
+        if self.op == "all_to_all" and self.in_split and self.in_split.strip("[] "):
+            return self.in_split.count(",") + 1
+        return None
+
+
+# ------------------------------------------------------------------ collectives
 def _collectives(ops, todo, groups):
-    ends = defaultdict(list)  # (rank, op, bytes) -> sorted execution ends
-    for rank, _, op, size, _, _, end, _ in ops:
-        if end is not None and op not in P2P:
-            ends[(rank, op, size)].append(end)
-    for v in ends.values():
-        v.sort()
-    by_thread = defaultdict(list)
+    by_kind = defaultdict(list)  # (rank, kind) -> ops with an end, by end
+    for o in ops:
+        if o.op not in P2P and o.end is not None and o.issue is not None:
+            by_kind[(o.rank, o.kind)].append(o)
+    for v in by_kind.values():
+        v.sort(key=lambda o: o.end)
+    ends = {k: [o.end for o in v] for k, v in by_kind.items()}
+    longest = {k: max(o.end - o.issue for o in v) for k, v in by_kind.items()}
+    lanes = defaultdict(list)  # rank -> thread -> its open collectives
     for o in todo:
-        if o[2] not in P2P and o[6] is not None:
-            by_thread[(o[0], o[5])].append(o)
+        if o.op not in P2P and o.thread is not None and o.end is not None and o.issue is not None:
+            lanes[(o.rank, o.thread)].append(o)
+    per_rank = defaultdict(dict)
+    for (rank, thread), items in lanes.items():
+        per_rank[rank][thread] = _lane_costs(rank, items, groups[rank], by_kind, ends, longest)
     found = {}
-    for (rank, _), items in by_thread.items():
-        best = _best_group(rank, items, groups[rank], ends)
-        if best:
-            for o in items:
-                found[(rank, o[1])] = (best, "inferred: members end the same operations together")
+    for rank, costs in per_rank.items():
+        for thread, (g, how) in _assign(costs, groups[rank]).items():
+            for o in lanes[(rank, thread)]:
+                found[(rank, o.op_id)] = (g, how)
     return found
 
 
-def _best_group(rank, items, candidates, ends):
-    scored = []
+def _lane_costs(rank, items, candidates, by_kind, ends, longest):
+    """{group: (cost, why)} for one worker thread's operations."""
+    implied = {s for s in (o.implied_size() for o in items) if s}
+    stats = {}
     for g in candidates:
-        skews = []
-        for _, _, op, size, _, _, end, _ in items:
-            worst = 0
-            for m in g[2]:
-                if m != rank:
-                    worst = max(worst, _nearest(ends.get((m, op, size), []), end))
-            skews.append(worst)
-        scored.append((median(skews), g))
-    if not scored:
-        return None
-    best_skew = min(s for s, _ in scored)
-    tolerance = max(MIN_TOLERANCE_NS, 4 * best_skew)
-    consistent = [g for s, g in scored if s <= tolerance and s != float("inf")]
-    return max(consistent, key=lambda g: len(g[2])) if consistent else None
+        if implied and implied != {len(g.members)}:
+            stats[g] = None
+            continue
+        pairs = {m: _match(items, m, by_kind, ends, longest) for m in g.members if m != rank}
+        missing = max(sum(p is None for p in ps) / len(items) for ps in pairs.values())
+        # an operation's transfer time: the exec time of the member that arrived last (it waits for
+        # nobody); members of one collective end within it of each other
+        reach = [max(FLOOR_NS, min([o.end - o.start] + [p[1] for ps in pairs.values() if (p := ps[i])]))
+                 for i, o in enumerate(items)]
+        ratio = 0.0
+        for ps in pairs.values():
+            r = [p[0] / reach[i] for i, p in enumerate(ps) if p]
+            ratio = max(ratio, median(r) if r else float("inf"))
+        stats[g] = (missing, ratio)
+    possible = {g: s for g, s in stats.items() if s is not None and s[0] <= MAX_MISSING and s[1] != float("inf")}
+    if not possible:
+        return {g: (IMPOSSIBLE, "impossible") for g in candidates}
+    best_missing = min(s[0] for s in possible.values())
+    consistent = {g for g, s in possible.items() if s[0] <= best_missing + 0.1 and s[1] <= 1.0}
+    largest = max((len(g.members) for g in consistent), default=0)
+    wrapped = all(o.wrapped for o in items)
+    fsdp = not wrapped and all(o.fsdp for o in items)
+    out = {}
+    for g in candidates:
+        if g not in possible:
+            out[g] = (IMPOSSIBLE, "sizes or sequences rule it out")
+            continue
+        if g in consistent:
+            cost = LARGEST if len(g.members) == largest else SMALLER
+            why = "every member ends its operations with it"
+        else:
+            cost, why = INCONSISTENT, "not every member ends its operations with it"
+        cost += 0.01 * min(possible[g][1], 1.0)
+        if g.axis and (wrapped or fsdp):
+            agrees = (g.axis in TP_LIKE) if wrapped else (g.axis == "dp")
+            cost += -CONTEXT if agrees else CONTEXT
+            why += ("; DTensor-wrapped" if wrapped else "; FSDP") + (", as its axis says" if agrees else "")
+        out[g] = (cost, why)
+    return out
 
 
-def _nearest(sorted_ends, t):
-    if not sorted_ends:
-        return float("inf")
-    i = bisect_left(sorted_ends, t)
-    return min(abs(sorted_ends[j] - t) for j in (i - 1, i) if 0 <= j < len(sorted_ends))
+def _match(items, m, by_kind, ends, longest):
+    """For each item (in the given order), its partner on rank m as (end skew, partner's exec time), or
+    None: items are paired in end order, one to one, with m's operation of the same kind whose lifetime
+    overlaps theirs (issued before the item ended, ended after it was issued) and whose end is nearest."""
+    out = [None] * len(items)
+    used = defaultdict(int)  # kind -> next usable index (order-preserving, one to one)
+    for k in sorted(range(len(items)), key=lambda k: items[k].end):
+        o = items[k]
+        cands, e = by_kind.get((m, o.kind)), ends.get((m, o.kind))
+        if not cands:
+            continue
+        lo, i = used[o.kind], bisect_left(e, o.end)
+        best, best_j = None, None
+        # right: ends grow; past the longest operation's reach, none was issued before o ended
+        for j in range(max(i, lo), len(e)):
+            if (best is not None and e[j] - o.end >= best) or e[j] - longest[(m, o.kind)] > o.end + SLACK_NS:
+                break
+            if cands[j].issue <= o.end + SLACK_NS and o.issue <= e[j] + SLACK_NS:
+                best, best_j = e[j] - o.end, j
+        # left: ends shrink; before o was issued, none overlaps it
+        for j in range(min(i, len(e)) - 1, lo - 1, -1):
+            if (best is not None and o.end - e[j] >= best) or e[j] < o.issue - SLACK_NS:
+                break
+            if cands[j].issue <= o.end + SLACK_NS:
+                best, best_j = o.end - e[j], j
+        if best is not None:
+            used[o.kind] = best_j + 1
+            p = cands[best_j]
+            out[k] = (best, p.end - p.start)
+    return out
 
 
+def _assign(costs, candidates):
+    """{thread: (group, why)}: the cheapest joint assignment of the rank's threads, with thread ids
+    following group creation order and at most THREADS_PER_GROUP threads per group; threads one by
+    one when the ids contradict the evidence (or the groups' creation order is unknown)."""
+    threads = sorted(costs, key=lambda t: (not isinstance(t, int), t))
+    free = {t: min(costs[t], key=lambda g: costs[t][g][0]) for t in threads}
+    free_total = sum(costs[t][free[t]][0] for t in threads)
+    ordered = sorted((g for g in candidates if g.order is not None), key=lambda g: g.order)
+    best = None
+    if len(ordered) == len(candidates) and all(isinstance(t, int) for t in threads):
+        states = {(-1, 0): (0.0, ())}  # (group index, threads in it so far) -> (cost, choices)
+        for t in threads:
+            nxt = {}
+            for (gi, n), (cost, chosen) in states.items():
+                for gj in range(max(gi, 0), len(ordered)):
+                    k = n + 1 if gj == gi else 1
+                    c = cost + costs[t][ordered[gj]][0] + (OVER_CAP if k > THREADS_PER_GROUP else 0.0)
+                    if (gj, k) not in nxt or c < nxt[(gj, k)][0]:
+                        nxt[(gj, k)] = (c, chosen + (ordered[gj],))
+            states = nxt
+        total, chosen = min(states.values(), key=lambda s: s[0])
+        if total < free_total + IMPOSSIBLE / 2:
+            best = dict(zip(threads, chosen, strict=True))
+            how = "inferred: its worker thread (with the rank's other threads in creation order): "
+    if best is None:
+        best = free
+        how = "inferred: its worker thread: "
+    out = {}
+    for t, g in best.items():
+        cost, why = costs[t][g]
+        if cost < IMPOSSIBLE:
+            out[t] = (g, how + why)
+    return out
+
+
+# ------------------------------------------------------------------ send / recv
 def _point_to_point(ops, todo, groups):
     posted = Counter()  # (rank, op, peer_in_group, bytes) -> count
-    for rank, _, op, size, peer, _, _, _ in ops:
-        if op in P2P and peer is not None:
-            posted[(rank, op, peer, size)] += 1
+    timed = defaultdict(list)  # (rank, op, peer_in_group, bytes) -> (issue, end)
+    for o in ops:
+        if o.op in P2P and o.peer is not None:
+            posted[(o.rank, o.op, o.peer, o.bytes_in)] += 1
+            if o.issue is not None and o.any_end is not None:
+                timed[(o.rank, o.op, o.peer, o.bytes_in)].append((o.issue, o.any_end))
     found = {}
-    for rank, op_id, op, size, peer, _, _, _ in todo:
-        if op not in P2P or peer is None:
+    for o in todo:
+        if o.op not in P2P or o.peer is None:
             continue
-        mine = posted[(rank, op, peer, size)]
+        mine = posted[(o.rank, o.op, o.peer, o.bytes_in)]
         matches = []
-        for g in groups[rank]:
-            members = g[2]
-            if rank not in members or peer >= len(members) or members[peer] == rank:
+        for g in groups[o.rank]:
+            members = g.members
+            if o.rank not in members or o.peer >= len(members) or members[o.peer] == o.rank:
                 continue
-            other = members[peer]
-            back = members.index(rank)
-            if posted[(other, P2P[op], back, size)] == mine:
-                matches.append(g)
-        if len({g[2] for g in matches}) == 1:
-            found[(rank, op_id)] = (matches[0], "inferred: the peer posts the matching operation back")
+            key = (members[o.peer], P2P[o.op], members.index(o.rank), o.bytes_in)
+            if posted[key] == mine:
+                matches.append((g, key))
+        peers = {g.members[o.peer] for g, _ in matches}
+        how = "inferred: the peer posts the matching operation back"
+        if len(peers) > 1 and o.issue is not None and o.any_end is not None:
+            matches = [(g, k) for g, k in matches
+                       if any(s <= o.any_end + SLACK_NS and o.issue <= e + SLACK_NS for s, e in timed[k])]
+            peers = {g.members[o.peer] for g, _ in matches}
+            how += ", at the same time"
+        if len(peers) == 1:
+            g = min((g for g, _ in matches), key=lambda g: len(g.members))
+            if len(matches) > 1:
+                how += "; the smallest of the groups that name the same peer"
+            found[(o.rank, o.op_id)] = (g, how)
     return found

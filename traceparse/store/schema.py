@@ -176,7 +176,7 @@ TABLES = {
     "layout": (
         "The job's parallel layout as inferred from the tagged communication, one row per key.",
         [
-            ("key", "VARCHAR", "dp, tp, pp, cp, sp, ep, zero_stage, pp_schedule, microbatches, virtual_stages"),
+            ("key", "VARCHAR", "dp, tp, pp, cp, sp, ep, zero_stage, pp_schedule, microbatches, virtual_stages, dp_replicate, dp_shard"),
             ("value", "VARCHAR", "the value as JSON (null when unknown)"),
             ("evidence", "VARCHAR", "why: what in the trace gave the value, or why it is unknown"),
         ],

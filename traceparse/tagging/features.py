@@ -23,6 +23,8 @@ COLUMNS = {
     "geometry": ("VARCHAR", "the group's ranks: world, contiguous, strided, irregular, single; NULL when unknown"),
     "ctx": ("VARCHAR", "enclosing annotations and autograd/optimizer frames on the calling thread, outermost first, ' > ' between"),
     "phase": ("VARCHAR", "optimizer (inside Optimizer.step); backward (in an autograd frame or thread, or between the step's first and last autograd frame); after_backward (later in the step); forward (earlier in the step, or anywhere in a trace without backward, such as inference); outside_step; unknown (no CPU call)"),
+    "dtensor": ("BOOLEAN", "the call is a DTensor / functional collective (_c10d_functional::*): a redistribution of tensor-parallel activations or parameters, never an FSDP or DDP gradient sync"),
+    "before_backward": ("BOOLEAN", "the call starts before the first autograd frame of its step (false without a backward)"),
     "uneven_split": ("BOOLEAN", "an all_to_all whose split sizes differ between ranks (data-dependent routing)"),
     "attention_between": ("BOOLEAN", "an attention op runs between this all_to_all and the next one of its group on the rank"),
     "p2p_shape": ("VARCHAR", "for send/recv: ring (every member sends to its ring neighbours equally often) or chain (anything else)"),

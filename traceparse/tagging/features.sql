@@ -61,6 +61,8 @@ SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_ou
             WHEN c.step IS NULL AND c.rank IN (SELECT rank FROM backward_window) THEN 'outside_step'
             WHEN c.host_ts_ns > bw.bwd_end THEN 'after_backward'
             ELSE 'forward' END AS phase,
+       coalesce(c.name LIKE '_c10d_functional::%', false) AS dtensor,
+       coalesce(c.host_ts_ns < bw.bwd_start, false) AS before_backward,
        (len(list_distinct(coalesce(TRY_CAST(c.in_split AS BIGINT[]), []))) > 1
         OR len(list_distinct(coalesce(TRY_CAST(c.out_split AS BIGINT[]), []))) > 1) AS uneven_split,
        coalesce(a.attention_between, false) AS attention_between
@@ -72,9 +74,12 @@ LEFT JOIN (SELECT rank, tid, any_value(label) AS thread_name FROM threads WHERE 
        ON t.rank = c.rank AND t.tid = c.tid;
 
 -- point-to-point topology of each group, over all ranks: a ring (every member sends to both of
--- its ring neighbours equally often) or a chain (anything else: ends, or uneven links)
+-- its ring neighbours equally often) or a chain (anything else: ends, or uneven links). Two ranks
+-- are each other's both neighbours: they are a ring when both also send to the other before their
+-- backward starts (K/V blocks in forward), a chain otherwise (a two-stage pipeline's last stage
+-- sends only gradients, in backward).
 CREATE TEMP TABLE p2p_links AS
-SELECT group_key, rank AS src, peer AS dst, count(*) AS n
+SELECT group_key, rank AS src, peer AS dst, count(*) AS n, count(*) FILTER (WHERE before_backward) AS n_fwd
 FROM base WHERE op = 'send' AND peer IS NOT NULL AND group_ranks IS NOT NULL
 GROUP BY ALL;
 
@@ -86,11 +91,14 @@ nbr AS (SELECT group_key, r, ranks[((pos) % size) + 1] AS next_r, ranks[((pos - 
         FROM members),
 chk AS (SELECT n.group_key, n.size,
                coalesce((SELECT l.n FROM p2p_links l WHERE l.group_key = n.group_key AND l.src = n.r AND l.dst = n.next_r), 0) AS to_next,
-               coalesce((SELECT l.n FROM p2p_links l WHERE l.group_key = n.group_key AND l.src = n.r AND l.dst = n.prev_r), 0) AS to_prev
+               coalesce((SELECT l.n FROM p2p_links l WHERE l.group_key = n.group_key AND l.src = n.r AND l.dst = n.prev_r), 0) AS to_prev,
+               coalesce((SELECT l.n_fwd FROM p2p_links l WHERE l.group_key = n.group_key AND l.src = n.r AND l.dst = n.next_r), 0) AS fwd_next
         FROM nbr n)
 SELECT group_key,
        CASE WHEN size > 2 AND min(to_next) > 0 AND min(to_next) = max(to_next)
                  AND (max(to_prev) = 0 OR (min(to_prev) = max(to_prev) AND min(to_prev) = min(to_next))) THEN 'ring'
+            WHEN size = 2 AND count(*) = 2 AND min(to_next) > 0 AND min(to_next) = max(to_next) AND min(fwd_next) > 0
+                THEN 'ring'
             ELSE 'chain' END AS p2p_shape
 FROM chk GROUP BY group_key, size;
 
