@@ -5,7 +5,9 @@ Each function takes one batch of ``Event`` structs and returns a
 per-event Python cost stays a handful of attribute reads.
 """
 
-from decimal import Decimal, InvalidOperation
+import math
+import re
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,23 +75,81 @@ MEMORY = pa.schema(
 )
 
 
-def ints(values) -> pa.Array:
-    """int64 column; values that are not integers (strings, floats) are coerced or nulled."""
+# What each number may be, decided per field. A value out of its range is never clamped (that would
+# merge distinct ids or invent times): it is read as null (unknown) and counted in load_issues, or,
+# for a timestamp, costs its event (an event that cannot be placed in time is not loaded).
+INT64 = (-(1 << 63), 1 << 63)
+# identifiers (pid, tid, External id, correlation, stream, device, Seq, memory device): any int64
+IDS = INT64
+# element counts: bytes = count x element width (<= 8) must stay an int64, sums too
+NELEMS = (-(1 << 56), 1 << 56)
+# ranks and group sizes: the store keeps them as INTEGER (int32)
+RANKS = (-(1 << 31), 1 << 31)
+# memory byte counts: within an exbibyte, so differences and ratios stay in range
+MEM_BYTES = (-(1 << 60), 1 << 60)
+# timestamps and durations in ns: ts within [-2^60, 2^62) (epoch ns reach 2^62 in 2116), dur within
+# [-2^60, 2^61); with a clock offset below 2^62 (rank.py), start, end and their differences stay int64
+TS_NS = (-(1 << 60), 1 << 62)
+DUR_NS = (-(1 << 60), 1 << 61)
+# a number's text: a plain decimal (optionally with a small exponent), at most this long
+MAX_NUMBER_TEXT = 40
+MAX_EXPONENT = 30
+_PLAIN = r"^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,3})?$"  # the common case, converted column-wise
+_NUMBER = re.compile(rb"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
+_STEP = re.compile(r"#([0-9]+)")
+
+
+def ints(values, bounds=INT64, problems=None, label=None) -> pa.Array:
+    """int64 column; values that are not integers (strings, floats) are coerced or nulled. A number
+    outside ``bounds`` (or too large for int64, or not finite: 1e400, "inf", "nan") is read as null
+    and counted in ``problems`` under ``label``; a string that is not a number (a label such as
+    Kineto's "Spans") is null as before."""
     try:
-        return pa.array(values, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([_to_int(v) for v in values], pa.int64())
+        arr = pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        arr = None
+    if arr is not None:
+        if bounds == INT64 or not len(arr):
+            return arr
+        mm = pc.min_max(arr)
+        if mm["min"].as_py() is None or (bounds[0] <= mm["min"].as_py() and mm["max"].as_py() < bounds[1]):
+            return arr
+    out = []
+    bad = 0
+    for v in values:
+        x, out_of_range = _to_int(v, bounds)
+        out.append(x)
+        bad += out_of_range
+    if bad and problems is not None:
+        problems[f"event field(s) '{label}' out of range: read as null"] += bad
+    return pa.array(out, pa.int64())
 
 
-def _to_int(v):
+def _to_int(v, bounds):
+    """(integer or None, whether a number was out of range)."""
     if v is None or isinstance(v, bool):
-        return None
+        return None, False
     if isinstance(v, int):
-        return v
-    try:
-        return int(float(v)) if isinstance(v, (float, str)) else None
-    except ValueError:
-        return None
+        i = v
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            return None, True
+        i = int(v)
+    elif isinstance(v, str):
+        t = v.strip()
+        try:
+            i = int(t)
+        except ValueError:
+            try:
+                f = float(t)
+            except ValueError:
+                return None, False  # a label, not a number
+            if not math.isfinite(f):
+                return None, True
+            i = int(f)
+    else:
+        return None, False
+    return (i, False) if bounds[0] <= i < bounds[1] else (None, True)
 
 
 def strs(values) -> pa.Array:
@@ -105,81 +165,143 @@ def _json(v):
     return msgspec.json.encode(v).decode()
 
 
-def nanoseconds(raws) -> pa.Array:
-    """Microsecond JSON numbers (raw text) -> exact integer nanoseconds."""
-    text = pa.array([bytes(r) or None for r in raws], pa.binary()).cast(pa.string())
-    try:
-        us = pc.cast(text, US_DECIMAL)
-        return pc.cast(pc.multiply(us, THOUSAND), pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([_ns(t) for t in text.to_pylist()], pa.int64())
+def nanoseconds(raws, bounds) -> tuple[pa.Array, list, list]:
+    """Microsecond JSON numbers (raw text) -> exact integer nanoseconds within ``bounds``.
+
+    The text is checked before any conversion: a plain decimal number (optionally with an exponent
+    of at most 30), at most 40 characters, whose value in ns is within ``bounds``. Returns the
+    column (null where missing or unusable) and the positions of the missing (absent or null) and
+    of the unusable values."""
+    vals = [bytes(r) for r in raws]
+    arr = pa.array(vals, pa.binary())
+    if len(arr) and pc.all(pc.match_substring_regex(arr, _PLAIN)).as_py():
+        try:
+            us = pc.cast(arr.cast(pa.string()), US_DECIMAL)
+            ns = pc.cast(pc.multiply(us, THOUSAND), pa.int64())
+            mm = pc.min_max(ns)
+            if bounds[0] <= mm["min"].as_py() and mm["max"].as_py() < bounds[1]:
+                return ns, [], []
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    out, missing, bad = [], [], []
+    for i, v in enumerate(vals):
+        x = _ns(v, bounds)
+        if x is None:
+            (missing if not v or v == b"null" else bad).append(i)
+        out.append(x)
+    return pa.array(out, pa.int64()), missing, bad
 
 
-def _ns(text):
-    if text is None:
+def _ns(text, bounds):
+    if not text or len(text) > MAX_NUMBER_TEXT:
         return None
-    try:
-        return int((Decimal(text) * 1000).to_integral_value())
-    except (InvalidOperation, ValueError):
+    m = _NUMBER.fullmatch(text)
+    if m is None:
         return None
+    sign, whole, frac, exp = m.groups()
+    e = int(exp) if exp else 0
+    if not -MAX_EXPONENT <= e <= MAX_EXPONENT:
+        return None
+    digits = int(whole + (frac or b""))
+    scale = len(frac or b"") - e - 3  # ns = digits / 10^scale
+    if scale <= 0:
+        ns = digits * 10 ** (-scale)
+    else:
+        unit = 10**scale
+        ns, r = divmod(digits, unit)
+        if 2 * r > unit or (2 * r == unit and ns % 2):  # half to even, as Decimal rounds
+            ns += 1
+    ns = -ns if sign else ns
+    return ns if bounds[0] <= ns < bounds[1] else None
 
 
-def event_tables(batch, first_id: int):
-    """Split one decoded batch into the staged tables. Returns (tables, n_complete)."""
+def event_tables(batch, first_id: int, problems):
+    """Split one decoded batch into the staged tables. Returns (tables, n_complete); what a value
+    cost (an event, a field) is counted in ``problems``."""
     complete = [e for e in batch if e.ph == "X"]
-    events = _events(complete, first_id)
+    ts, missing, bad = nanoseconds([e.ts for e in complete], TS_NS)
+    if missing or bad:
+        if missing:
+            problems["complete event(s) without a timestamp (ts missing or null): not loaded"] += len(missing)
+        if bad:
+            problems["complete event(s) whose ts is not a plain decimal number within range: not loaded"] += len(bad)
+        drop = set(missing) | set(bad)
+        complete = [e for i, e in enumerate(complete) if i not in drop]
+        ts = pc.drop_null(ts)
+    events = _events(complete, ts, first_id, problems)
     tables = {"events": events}
     args = [e.args or EMPTY_ARGS for e in complete]
-    shaped = pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(events["name"], SHAPED_COMM), False))
+    names = events["name"]
+    shaped = pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(names, SHAPED_COMM), False))
     tables["comm_args"] = pa.concat_tables(
-        [_comm_args(args, first_id), _shape_comm_args(complete, args, shaped.to_pylist(), first_id)]
+        [_comm_args(args, first_id, problems), _shape_comm_args(complete, args, shaped.to_pylist(), first_id)]
     )
     tables["op_args"] = _op_args(args, first_id)
+    _check_steps(complete, names, events["dur_ns"], problems)
     other = [e for e in batch if e.ph != "X"]
-    tables["threads"] = _threads([e for e in other if e.ph == "M"])
-    tables["memory"] = _memory([e for e in other if e.name == "[memory]" or e.cat == "[memory]"])
+    tables["threads"] = _threads([e for e in other if e.ph == "M"], problems)
+    tables["memory"] = _memory([e for e in other if e.name == "[memory]" or e.cat == "[memory]"], problems)
     return tables, len(complete)
 
 
-def _events(ev, first_id):
+def _check_steps(complete, names, durs, problems):
+    """ProfilerStep#N windows load.sql cannot use (no step number below 2^63, no duration) are said."""
+    idx = pc.indices_nonzero(pc.fill_null(pc.starts_with(names, "ProfilerStep#"), False)).to_pylist()
+    for i in idx:
+        e = complete[i]
+        if isinstance(e.cat, str) and e.cat.startswith("gpu"):
+            continue
+        m = _STEP.search(e.name)
+        if m is None or int(m[1]) >= 1 << 63:
+            problems["ProfilerStep#N annotation(s) without a step number below 2^63: not used as steps"] += 1
+        elif durs[i].as_py() is None:
+            problems["ProfilerStep#N annotation(s) without a duration: not used as steps"] += 1
+
+
+def _events(ev, ts, first_id, problems):
     args = [e.args or EMPTY_ARGS for e in ev]
+    dur, missing, bad = nanoseconds([e.dur for e in ev], DUR_NS)
+    if missing:
+        problems["complete event(s) without a duration (dur missing or null): duration unknown (null)"] += len(missing)
+    if bad:
+        problems["complete event(s) whose dur is not a plain decimal number within range: duration unknown (null)"] += len(bad)
     return pa.Table.from_arrays(
         [
             pa.array(range(first_id, first_id + len(ev)), pa.int64()),
             strs([e.cat for e in ev]),
             strs([e.name for e in ev]),
-            ints([e.pid for e in ev]),
-            ints([e.tid for e in ev]),
-            nanoseconds([e.ts for e in ev]),
-            nanoseconds([e.dur for e in ev]),
-            ints([a.external_id for a in args]),
-            ints([a.correlation for a in args]),
-            ints([a.stream for a in args]),
-            ints([a.device for a in args]),
+            ints([e.pid for e in ev], IDS, problems, "pid"),
+            ints([e.tid for e in ev], IDS, problems, "tid"),
+            ts,
+            dur,
+            ints([a.external_id for a in args], IDS, problems, "args.External id"),
+            ints([a.correlation for a in args], IDS, problems, "args.correlation"),
+            ints([a.stream for a in args], IDS, problems, "args.stream"),
+            ints([a.device for a in args], IDS, problems, "args.device"),
         ],
         schema=EVENTS,
     )
 
 
-def _comm_args(args, first_id):
+def _comm_args(args, first_id, problems):
     idx = [i for i, a in enumerate(args) if a.coll_name is not None]
     sel = [args[i] for i in idx]
     return pa.Table.from_arrays(
         [
             pa.array([first_id + i for i in idx], pa.int64()),
             strs([a.coll_name for a in sel]),
-            ints([a.in_nelems for a in sel]),
-            ints([a.out_nelems for a in sel]),
-            ints([a.group_size for a in sel]),
+            ints([a.in_nelems for a in sel], NELEMS, problems, "args.In msg nelems"),
+            ints([a.out_nelems for a in sel], NELEMS, problems, "args.Out msg nelems"),
+            ints([a.group_size for a in sel], RANKS, problems, "args.Group size"),
             strs([a.dtype for a in sel]),
             strs([a.in_split for a in sel]),
             strs([a.out_split for a in sel]),
             strs([a.pg_name for a in sel]),
             strs([a.pg_desc for a in sel]),
             strs([a.pg_ranks for a in sel]),
-            ints([a.seq for a in sel]),
-            ints([a.rank_start for a in sel]),
-            ints([a.rank_stride for a in sel]),
+            ints([a.seq for a in sel], IDS, problems, "args.Seq"),
+            ints([a.rank_start for a in sel], RANKS, problems, "args.Global rank start"),
+            ints([a.rank_stride for a in sel], RANKS, problems, "args.Global rank stride"),
             pa.nulls(len(sel), pa.int64()),
             pa.array(["args"] * len(sel), pa.string()),
         ],
@@ -229,12 +351,12 @@ def _raw_strs(raws):
     return pa.array([bytes(r) or None for r in raws], pa.binary()).cast(pa.string())
 
 
-def _threads(meta):
+def _threads(meta, problems):
     rows = [e for e in meta if e.name in ("thread_name", "process_name", "process_labels") and e.args]
     return pa.Table.from_arrays(
         [
-            ints([e.pid for e in rows]),
-            ints([None if e.name != "thread_name" else e.tid for e in rows]),
+            ints([e.pid for e in rows], IDS, problems, "pid"),
+            ints([None if e.name != "thread_name" else e.tid for e in rows], IDS, problems, "tid"),
             strs([e.name for e in rows]),
             strs([e.args.name if e.args.name is not None else e.args.labels for e in rows]),
         ],
@@ -242,16 +364,23 @@ def _threads(meta):
     )
 
 
-def _memory(ev):
+def _memory(ev, problems):
+    ts, missing, bad = nanoseconds([e.ts for e in ev], TS_NS)
+    if missing or bad:
+        problems["memory event(s) without a usable timestamp (missing, null, or not a plain decimal number "
+                 "within range): not loaded"] += len(missing) + len(bad)
+        drop = set(missing) | set(bad)
+        ev = [e for i, e in enumerate(ev) if i not in drop]
+        ts = pc.drop_null(ts)
     args = [e.args or EMPTY_ARGS for e in ev]
     return pa.Table.from_arrays(
         [
-            nanoseconds([e.ts for e in ev]),
-            ints([a.device_type for a in args]),
-            ints([a.device_id for a in args]),
-            ints([a.bytes for a in args]),
-            ints([a.total_allocated for a in args]),
-            ints([a.total_reserved for a in args]),
+            ts,
+            ints([a.device_type for a in args], IDS, problems, "args.Device Type"),
+            ints([a.device_id for a in args], IDS, problems, "args.Device Id"),
+            ints([a.bytes for a in args], MEM_BYTES, problems, "args.Bytes"),
+            ints([a.total_allocated for a in args], MEM_BYTES, problems, "args.Total Allocated"),
+            ints([a.total_reserved for a in args], MEM_BYTES, problems, "args.Total Reserved"),
         ],
         schema=MEMORY,
     )

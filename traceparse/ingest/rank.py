@@ -8,6 +8,7 @@ import os
 import re
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import TraceError
@@ -34,31 +35,37 @@ def parse_rank_file(path, out_dir) -> dict:
     splitter = TraceSplitter(path)
     writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
     n_all = n_complete = 0
+    max_ts = None
+    problems = splitter.problems  # load-issue text -> count, from the splitter and the columns alike
     try:
         for batch in splitter.batches():
-            tables, n = event_tables(batch, n_complete)
+            tables, n = event_tables(batch, n_complete, problems)
             for name, table in tables.items():
                 if table.num_rows:
                     writers[name].write_table(table)
+            for name in ("events", "memory"):
+                top = pc.max(tables[name]["ts_ns"]).as_py()
+                if top is not None and (max_ts is None or top > max_ts):
+                    max_ts = top
             n_all += len(batch)
             n_complete += n
     finally:
         for w in writers.values():
             w.close()
-    return _summary(path, splitter, n_all, n_complete, out_dir)
+    return _summary(path, splitter, n_all, n_complete, out_dir, max_ts)
 
 
-def _summary(path, splitter, n_all, n_complete, out_dir):
+def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
     h = splitter.header
     info = h.distributedInfo if isinstance(h.distributedInfo, dict) else {}
     issues = []
     world_size = _int_in(info.get("world_size"), 1, INT32)
     if "world_size" in info and world_size is None:
-        issues.append(("warning", f"distributedInfo.world_size {info['world_size']!r} is not a world size; ignored", 1))
+        issues.append(("warning", f"distributedInfo.world_size {_show(info['world_size'])} is not a world size; ignored", 1))
     rank, rank_source = _int_in(info.get("rank"), 0, world_size or INT32), "distributedInfo.rank"
     if rank is None:
         why = "no distributedInfo.rank" if "rank" not in info else \
-            f"distributedInfo.rank {info['rank']!r} is not a rank of the job" + (f" (world size {world_size})" if world_size else "")
+            f"distributedInfo.rank {_show(info['rank'])} is not a rank of the job" + (f" (world size {world_size})" if world_size else "")
         rank, rank_source = rank_from_name(path), "file name"
         if rank is not None:
             issues.append(("warning", f"{why}; rank {rank} taken from the file name", 1))
@@ -66,7 +73,13 @@ def _summary(path, splitter, n_all, n_complete, out_dir):
             issues.append(("warning", f"{why}; ignored", 1))
     base_time = _int_in(h.baseTimeNanoseconds, 0, 1 << 62)
     if h.baseTimeNanoseconds is not None and base_time is None:
-        issues.append(("warning", f"baseTimeNanoseconds {h.baseTimeNanoseconds!r} is out of range; timestamps taken as written", 1))
+        issues.append(("warning", f"baseTimeNanoseconds {_show(h.baseTimeNanoseconds)} is out of range; timestamps taken as written", 1))
+    elif base_time is not None and max_ts is not None and base_time + max_ts >= 1 << 62:
+        # the store adds the offset to every timestamp: the sum must stay where ends and differences fit int64
+        issues.append(("warning", f"baseTimeNanoseconds {base_time} plus the latest timestamp is beyond 2^62 ns; "
+                                  "timestamps taken as written", 1))
+        base_time = None
+    issues += [("warning", f"{n} {what}", n) for what, n in splitter.problems.items()]
     if splitter.salvage:
         s = splitter.salvage
         issues.append(
@@ -110,6 +123,15 @@ def _summary(path, splitter, n_all, n_complete, out_dir):
 
 
 INT32 = 1 << 31
+
+
+def _show(value) -> str:
+    """A header value in a message: short (a huge number or string is cut)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer too long to print
+        return "(a number of more than 4300 digits)"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _int_in(value, low, high):

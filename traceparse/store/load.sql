@@ -16,14 +16,18 @@ SELECT f.rank, f.offset_ns, p.* EXCLUDE (filename) FROM parquet_memory p JOIN st
 INSERT INTO threads
 SELECT rank, pid, tid, kind, label FROM staged_threads;
 
+-- a ProfilerStep#N whose N is not a number below 2^63, or without a duration, is no step window (the
+-- parser counts them in load_issues: columns.py _check_steps)
 INSERT INTO steps
-SELECT rank,
-       CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
-       ts_ns + offset_ns AS start_ns,
-       ts_ns + offset_ns + dur_ns AS end_ns,
-       dur_ns
-FROM staged_events
-WHERE name LIKE 'ProfilerStep#%' AND coalesce(cat, '') NOT LIKE 'gpu%';
+SELECT rank, step, start_ns, end_ns, dur_ns
+FROM (SELECT rank,
+             TRY_CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
+             ts_ns + offset_ns AS start_ns,
+             ts_ns + offset_ns + dur_ns AS end_ns,
+             dur_ns
+      FROM staged_events
+      WHERE name LIKE 'ProfilerStep#%' AND coalesce(cat, '') NOT LIKE 'gpu%' AND dur_ns IS NOT NULL)
+WHERE step IS NOT NULL;
 
 INSERT INTO events
 WITH e AS (
