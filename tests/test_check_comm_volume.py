@@ -25,7 +25,12 @@ TOL = thresholds()["comm_volume"]["warn_tolerance"]
 MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "seq", "micro_batch", "dtype_bytes", "params", "experts", "top_k")
 LAYOUT_KEYS = ("dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "microbatches", "virtual_stages")
 # where the notes' formula does not describe what the fixture's implementation sends (asserted as findings below)
-NOT_THE_FORMULA = {("zero1_dp4", "dp"), ("ring_cp4", "cp"), ("tp2_sp", "tp")}
+NOT_THE_FORMULA = {("zero1_dp4", "dp"), ("ring_cp4", "cp"), ("tp2_sp", "tp"),
+                   # the same implementations on a 2-D mesh: backward keeps K and V; norm and logits traffic
+                   ("dp2_cp2_ring", "cp"), ("dp2_tp2_sp", "tp"),
+                   # HSDP: the replicate group's gradient all-reduce beside ZeRO-3 is not in the notes' table
+                   ("hsdp_r2_s2", "dp")}
+NOT_MODELLED = {"hsdp_r2_s2"}  # Phi_dp from HSDP's two dp groups is not inferred (see the README's comm_volume)
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +141,7 @@ def test_inferred_inputs_equal_the_configuration(name, check):
         assert x["kv_over_q"]["value"] == m["kv_heads"] / m["heads"]
     else:
         assert x["L_local"]["value"] == m["layers"] and x["kv_over_q"]["source"].startswith("assumed")
-    if any(r["strategy"] == "dp" for r in t["comm"]) and lay["ep"] == 1:
+    if any(r["strategy"] == "dp" for r in t["comm"]) and lay["ep"] == 1 and name not in NOT_MODELLED:
         shard = lay["dp"] if lay["zero_stage"] in (2, 3) else 1
         assert x["Phi_dp"]["value"] == statistics.mean(m["params_per_rank"]) * shard
 

@@ -9,6 +9,7 @@ import math
 import re
 from decimal import Decimal
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -153,6 +154,7 @@ def _to_int(v, bounds):
 
 
 def strs(values) -> pa.Array:
+    """string column; other JSON values (numbers, lists, objects) as their JSON text."""
     try:
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -160,9 +162,11 @@ def strs(values) -> pa.Array:
 
 
 def _json(v):
-    import msgspec
-
-    return msgspec.json.encode(v).decode()
+    try:
+        return msgspec.json.encode(v).decode()
+    except (msgspec.EncodeError, RecursionError, TypeError, ValueError):
+        # decoded from JSON, so always encodable, unless nested near the recursion limit
+        return "(a JSON value nested too deeply to show)"
 
 
 def nanoseconds(raws, bounds) -> tuple[pa.Array, list, list]:

@@ -106,11 +106,11 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         "rank": rank,
         "rank_source": rank_source if rank is not None else None,
         "world_size": world_size,
-        "backend": info.get("backend"),
-        "device_name": devices[0].get("name") if devices and isinstance(devices[0], dict) else None,
-        "host": h.host_name or h.hostname,
+        "backend": _text(info.get("backend")),
+        "device_name": _text(devices[0].get("name")) if devices and isinstance(devices[0], dict) else None,
+        "host": _text(h.host_name or h.hostname),
         "base_time_ns": base_time,
-        "schema_version": h.schemaVersion if isinstance(h.schemaVersion, int) else None,
+        "schema_version": _int_in(h.schemaVersion, -INT32, INT32),
         "trace_id": h.trace_id if isinstance(h.trace_id, str) else None,
         "versions": versions,
         "profile_memory": bool(h.profile_memory),
@@ -123,6 +123,13 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
 
 
 INT32 = 1 << 31
+
+
+def _text(value):
+    """A header value for a text column: strings as they are, other JSON values as (short) JSON text."""
+    if value is None or isinstance(value, str):
+        return value
+    return _show(value)
 
 
 def _show(value) -> str:

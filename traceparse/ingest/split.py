@@ -193,7 +193,8 @@ class TraceSplitter:
         self.after_comma = True
 
     def _to_scan(self, buf, a):
-        """The scanner reads buf from a (an event boundary): (buf, a) is what _take goes on with."""
+        """The scanner reads buf from a (an event boundary; self.poff is the stream offset of buf[0]):
+        (buf, a) is what _take goes on with."""
         self.mode = "scan"
         self.scanner = Scanner(MAX_VALUE, self.poff + a, after_comma=self.after_comma or a > 0, max_values=GROUP)
         self.pending, self.plen = [], 0
@@ -219,43 +220,47 @@ class TraceSplitter:
         boundary remains and the text is large). Returns None, or (text, position) to go on with in
         the mode it switched to."""
         buf = self._join()
+        a = 0  # buf[a:] is still to read
         while True:
-            n_obj = buf.count(b"{")
-            if not (len(buf) >= BATCH or (final and n_obj > MAX_OBJECTS)):
+            left = len(buf) - a
+            end = len(buf) if left < 2 * BATCH else a + BATCH
+            n_obj = buf.count(b"{", a, end)
+            if not (left >= BATCH or (final and n_obj > MAX_OBJECTS)):
                 break
-            limit = len(buf) if n_obj <= MAX_OBJECTS else max(1, len(buf) * MAX_OBJECTS // n_obj)
-            cut = self._last_boundary(buf, limit)
+            limit = end if n_obj <= MAX_OBJECTS else a + max(1, (end - a) * MAX_OBJECTS // n_obj)
+            cut = self._last_boundary(buf, a, limit)
             if cut is None:
-                if final or len(buf) < MAX_FAST:
+                if final or left < MAX_FAST:
                     break
-                return self._to_scan(buf, 0)
+                return self._to_scan(buf, a)
             end, nxt = cut
-            batch = self._decode_list(buf, 0, end)
+            batch = self._decode_list(buf, a, end)
             if batch is None:
-                events, a, state = self._guided(buf, 0, end)
+                events, b, state = self._guided(buf, a, end)
                 if events:
                     yield events
                 if state == "closed":
-                    self._start_trailer(self.poff + a)
-                    return buf, a
+                    self._start_trailer(self.poff + b)
+                    return buf, b
                 if state == "scan":
                     self.pending, self.plen = [], 0
                     return None
-                nxt = a
+                nxt = b
             else:
                 yield batch
-            buf = buf[nxt:]
-            self.poff += nxt
+            a = nxt
             self.after_comma = True
+        self.poff += a  # self.poff was the stream offset of buf[0]
+        buf = buf[a:] if a else buf
         self.pending = [buf] if buf else []
         self.plen = len(buf)
         return None
 
-    def _last_boundary(self, buf, limit):
-        """(end of an event, start of the next) at the last guessed boundary before ``limit``."""
+    def _last_boundary(self, buf, a, limit):
+        """(end of an event, start of the next) at the last guessed boundary in buf[a:limit]."""
         k = limit
         for _ in range(CANDIDATES):
-            k = buf.rfind(b"}", 0, k)
+            k = buf.rfind(b"}", a, k)
             if k < 0:
                 return None
             m = BOUNDARY.match(buf, k)

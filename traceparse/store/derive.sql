@@ -155,19 +155,25 @@ SELECT c.rank, c.op_id,
        coalesce(c.pg_desc, pg.pg_desc, og.pg_desc) AS pg_desc,
        coalesce(CAST(c.group_size AS INTEGER), pg.pg_size, og.pg_size) AS group_size,
        coalesce(TRY_CAST(c.pg_ranks AS INTEGER[]), pg.ranks,
-                CASE WHEN c.rank_start IS NOT NULL AND c.group_size IS NOT NULL
+                CASE WHEN c.rank_start IS NOT NULL AND c.group_size IS NOT NULL AND s.fits
                      THEN CAST(range(c.rank_start, c.rank_start + c.group_size * coalesce(c.rank_stride, 1),
                                      coalesce(c.rank_stride, 1)) AS INTEGER[]) END,
                 og.ranks) AS group_ranks,
        CASE WHEN TRY_CAST(c.pg_ranks AS INTEGER[]) IS NOT NULL THEN 'trace args'
             WHEN pg.ranks IS NOT NULL THEN 'process group name'
-            WHEN c.rank_start IS NOT NULL AND c.group_size IS NOT NULL THEN 'global rank start/stride'
+            WHEN c.rank_start IS NOT NULL AND c.group_size IS NOT NULL AND s.fits THEN 'global rank start/stride'
             WHEN og.ranks IS NOT NULL THEN 'the rank''s only process group' END AS group_source,
        c.peer AS peer_in_group,
        c.seq, c.host_ts_ns, c.host_end_ns - c.host_ts_ns AS host_dur_ns, c.tid,
        coalesce(x.exec_ts_ns, ge.exec_ts_ns) AS exec_ts_ns, coalesce(x.exec_dur_ns, ge.exec_dur_ns) AS exec_dur_ns,
        coalesce(x.exec_stream, ge.exec_stream) AS exec_stream, coalesce(x.kernel, ge.kernel) AS kernel
 FROM call c
+-- 'Global rank start/stride' make a group only when its ranks are ranks of the job (int32, at most the
+-- world size, else 4096): a parsed start, stride or size must not build a list of billions (guard)
+CROSS JOIN LATERAL (SELECT c.group_size BETWEEN 1 AND coalesce((SELECT max(world_size) FROM ranks), 4096)
+                           AND c.rank_start BETWEEN 0 AND 2147483647
+                           AND c.rank_start + (c.group_size - 1) * coalesce(c.rank_stride, 1) BETWEEN 0 AND 2147483647
+                           AS fits) s
 LEFT JOIN call_exec x ON x.rank = c.rank AND x.op_id = c.op_id
 LEFT JOIN call_size cs ON cs.rank = c.rank AND cs.op_id = c.op_id
 LEFT JOIN gloo_exec ge ON ge.rank = c.rank AND ge.op_id = c.op_id

@@ -1,0 +1,10 @@
+"""Mutation campaign: seeded damage to real traces and to the command line, each case run as a
+subprocess of the ``traceparse`` CLI and judged against the loading promise (README, "Reliability").
+
+- ``bases``: the small real inputs (fixture rank files, public traces, a hand-made trace) and a scanner
+  that finds the byte span of every event and field in their JSON text;
+- ``generate``: the case classes and their mutation operators (``generate_cases(n, seed)``);
+- ``run``: runs one case in its own folders, session and limits, and collects what happened;
+- ``checks``: decides the outcome (ok, crash, traceback, silent loss, ...);
+- ``campaign``: runs many cases (controls first), counts outcomes and keeps examples.
+"""

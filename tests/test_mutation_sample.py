@@ -1,0 +1,96 @@
+"""A seeded sample of the mutation campaign (README, "Reliability"): every case must be ok.
+
+~200 damaged traces and command lines over every class (``tests/mutation/generate.py``), each run
+as a ``traceparse`` subprocess in its own folders, session and memory limit (``tests/mutation/run.py``)
+and judged by ``tests/mutation/checks.py``: exit 0/1 with every lost event or field counted in
+load_issues, or exit 2 with one line naming the file; no traceback, no signal, nothing left running
+or in $TMPDIR, memory and time bounded. The full campaign is ``scripts/mutation_campaign.py``.
+
+A class whose fix has not landed is marked xfail (not strict) with the failures it had when the
+sample was measured; when its fix lands the class passes (XPASS) and its entry goes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+import pytest
+
+from mutation.campaign import run_cases
+from mutation.generate import CLASSES, OPS, generate_cases
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, os.wait4 and RLIMIT_AS")
+
+SEED = 20251201
+CASES = 110
+JOBS = int(os.environ.get("TRACEPARSE_MUTATION_JOBS") or min(2, os.cpu_count() or 1))
+
+# Failures of this sample (seed 20251201, 110 cases) on 2025-12-01 at commit a57e17d: the hardening outside the
+# parser is in, the parser's fixes are not. Remove a class when its fix lands (it shows as XPASS).
+NOT_YET_FIXED: dict[str, str] = {
+    "exponent": "8 of 8 fail: 3 crash (SIGSEGV in pyarrow's decimal cast of 1e-999999999), 1 traceback "
+                "(BrokenProcessPool), 4 silent loss (1e-1000 read as 0 without a load issue)",
+    "bad_value": "10 of 12 fail: 9 silent loss (one NaN, args not an object, invalid UTF-8, a lone surrogate or a "
+                 "trailing comma: the 'JSON cut off' salvage keeps the events before it; a distributedInfo after "
+                 "the events or with a NaN is lost: rank 0), 1 wrong refusal (the salvage finds no event)",
+    "out_of_range": "5 of 10 fail: 4 traceback (OverflowError on bytes and ids >= 2^63 or 1e400, "
+                    "ProfilerStep#9223372036854775808), 1 silent loss (an out-of-range literal fails the batch decode)",
+    "nesting": "8 of 8 fail: traceback (RecursionError, also under keys traceparse never reads)",
+    "bomb": "4 of 9 fail: memory (128 MiB of whitespace held whole: peak RSS 533 MB, bound 450 MB)",
+    "kill": "1 of 6 fails: SIGINT mid-load prints a bare FileNotFoundError line (SIGKILL, SIGTERM leave nothing)",
+    "cache": "2 of 12 fail: traceback (a directory in place of the entry: IsADirectoryError), leftover (a stale "
+             ".wal stays beside the rebuilt entry)",
+}
+
+_state: dict = {"cases": None, "baselines": {}, "results": {}, "controls": {}}
+
+
+def _sample():
+    if _state["cases"] is None:
+        _state["cases"] = generate_cases(CASES, SEED)
+    return _state["cases"]
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("mutation")
+
+
+def results_for(cls: str, work):
+    """Run the sample's cases of ``cls`` (and the controls they need, once per module)."""
+    if cls not in _state["results"]:
+        cases = _sample()
+        mine = [c for c in cases if c.cls == cls]
+        keys = {c.baseline for c in mine if c.baseline}
+        controls = [c for c in cases if c.cls == "control" and (cls == "control" or c.action_args["key"] in keys)]
+        results = run_cases(controls + mine, work, jobs=JOBS, baselines=_state["baselines"])
+        _state["controls"].update((r.id, r) for r in results if r.cls == "control")
+        _state["results"][cls] = [r for r in results if r.cls == cls]
+    if cls == "control":
+        return list(_state["controls"].values())
+    return _state["results"][cls]
+
+
+def _params():
+    for cls in ["control", *CLASSES]:
+        marks = [pytest.mark.xfail(strict=False, reason=NOT_YET_FIXED[cls])] if cls in NOT_YET_FIXED else []
+        yield pytest.param(cls, marks=marks, id=cls)
+
+
+@pytest.mark.parametrize("cls", list(_params()))
+def test_mutation_class(cls, work):
+    results = results_for(cls, work)
+    assert results, f"the sample has no {cls} case"
+    bad = [r for r in results if r.outcome != "ok"]
+    tally = Counter(r.outcome for r in bad)
+    lines = [f"{len(bad)} of {len(results)} {cls} cases fail ({', '.join(f'{k} {v}' for k, v in tally.items())}):"]
+    lines += [f"  {r.id} [{r.op}] {r.outcome}: {r.detail[:300]}\n      case: {r.description[:200]}" for r in bad[:12]]
+    assert not bad, "\n".join(lines)
+
+
+def test_sample_meets_every_operator():
+    met = {(c.cls, c.op) for c in _sample()}
+    missing = {(cls, name) for cls, ops in OPS.items() for name, _ in ops} - met
+    assert not missing, f"operators the sample never uses: {sorted(missing)}"
