@@ -191,7 +191,7 @@ def _backward_passes(con):
             FROM events e
             JOIN (SELECT DISTINCT rank, tid FROM events WHERE name LIKE 'ProfilerStep#%') m
               ON m.rank = e.rank AND m.tid = e.tid
-            WHERE e.step IS NOT NULL AND e.cat = 'cpu_op'
+            WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
               AND (e.name LIKE 'autograd::engine::evaluate_function%'
                    OR e.name IN ({", ".join(f"'{n}'" for n in FORWARD_OPS)}))
             ORDER BY e.rank, e.step, e.ts_ns, e.dur_ns DESC"""
