@@ -68,14 +68,36 @@ def test_header_values_out_of_range_are_load_issues(tmp_path, name, edit, says):
     assert result.exit_code == 0, result.output
 
 
-def test_damaged_cache_entry_is_rebuilt(isolated_dirs):
-    assert run_cli("analyze", DDP2, "--format", "json").exit_code == 0
-    (entry,) = isolated_dirs["cache"].glob("*.duckdb")
+def _truncate(entry):
     with open(entry, "r+b") as f:
         f.truncate(5000)
+
+
+def _overwrite_middle(entry):  # same size: only the stamp's time tells
+    with open(entry, "r+b") as f:
+        f.seek(entry.stat().st_size // 2)
+        f.write(os.urandom(4096))
+
+
+def _directory(entry):
+    entry.unlink()
+    entry.mkdir()
+    (entry / "x").write_text("x")
+
+
+def _stale_journal(entry):
+    Path(f"{entry}.wal").write_bytes(os.urandom(4096))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _overwrite_middle, _directory, _stale_journal])
+def test_damaged_cache_entry_is_rebuilt(isolated_dirs, damage):
+    assert run_cli("analyze", DDP2, "--format", "json").exit_code == 0
+    (entry,) = isolated_dirs["cache"].glob("*.duckdb")
+    damage(entry)
     result = run_cli("analyze", DDP2, "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["run"]["ranks"] == [0, 1]
+    assert entry.is_file() and not Path(f"{entry}.wal").exists()
 
 
 def test_damaged_named_store_is_still_refused(tmp_path):
@@ -121,6 +143,32 @@ def _group_alive(pgid) -> bool:
     return True
 
 
+def test_interrupted_load_exits_130_with_one_line(tmp_path):
+    """Ctrl-C (SIGINT to the loading process) while the pool parses: one line, exit 130, no worker
+    left and nothing in $TMPDIR or the cache."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in range(4):
+        shutil.copy(BIG, run / f"rank{r}.json.gz")
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "TRACEPARSE_CACHE": str(tmp_path / "cache")}
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "traceparse.cli", "analyze", str(run), "--allow-mixed"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not list((tmp_path / "tmp").glob("traceparse-stage-*/f*/*.parquet")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "traceparse: interrupted\n")
+    deadline = time.time() + 15
+    while time.time() < deadline and _group_alive(proc.pid):
+        time.sleep(0.2)
+    assert not _group_alive(proc.pid)
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
+
+
 def test_empty_argument_is_refused():
     one_line_error(run_cli("analyze", ""), '""')
 
@@ -155,3 +203,38 @@ def test_some_ranks_missing_is_a_load_issue():
     assert result.exit_code == 0, result.output
     issues = [i["what"] for i in json.loads(result.stdout)["load_issues"]]
     assert any(w.startswith("2 of 4 ranks loaded; missing ranks: 2, 3") for w in issues), issues
+
+
+@pytest.mark.parametrize("content", [b"[model]\nheads = 0\n", b"[model]\nhidden = inf\n", b"[model]\nparams = 1e400\n",
+                                     b"tp = 99999999999999999999\n", b"dp = -4\n", b"\xff\xfe\x00", b"model = 3\n"])
+def test_layout_file_values_out_of_range(tmp_path, content):
+    path = tmp_path / "layout.toml"
+    path.write_bytes(content)
+    one_line_error(run_cli("analyze", DDP2, "--no-cache", "--layout", path), path)
+
+
+@pytest.mark.parametrize("text, says", [("dp=0", "dp = 0 is out of range"), ("pp=inf", "pp = inf is not a whole number"),
+                                        ("dp=2.5", "not a whole number"), ("zero_stage=4", "out of range (0 to 3)")])
+def test_layout_string_values_out_of_range(text, says):
+    one_line_error(run_cli("analyze", DDP2, "--no-cache", "--layout", text), says)
+
+
+def test_layout_accepts_params_in_scientific_notation():
+    from traceparse.document.layout import parse_stated
+
+    assert parse_stated("params=7e9,zero_stage=0") == {"params": 7_000_000_000, "zero_stage": 0}
+
+
+@pytest.mark.parametrize("top", ["-1", "99999999999999999999", "x"])
+def test_top_out_of_range_is_one_line(top):
+    one_line_error(run_cli("analyze", DDP2, "--no-cache", "--top", top), "--top")
+
+
+@pytest.mark.parametrize("query", ["SELECT CAST('x' AS INTEGER)", "SELECT 9223372036854775807 + 1", "SELEC 1"])
+def test_failing_sql_query_is_one_line(query):
+    one_line_error(run_cli("sql", query, DDP2, "--no-cache"), "query failed")
+
+
+def test_db_under_a_regular_file():
+    one_line_error(run_cli("analyze", DDP2 / "rank0.json.gz", "--db", DDP2 / "rank0.json.gz" / "run.duckdb"),
+                   "its folder is a file")

@@ -5,9 +5,6 @@ as a ``traceparse`` subprocess in its own folders, session and memory limit (``t
 and judged by ``tests/mutation/checks.py``: exit 0/1 with every lost event or field counted in
 load_issues, or exit 2 with one line naming the file; no traceback, no signal, nothing left running
 or in $TMPDIR, memory and time bounded. The full campaign is ``scripts/mutation_campaign.py``.
-
-A class whose fix has not landed is marked xfail (not strict) with the failures it had when the
-sample was measured; when its fix lands the class passes (XPASS) and its entry goes.
 """
 
 from __future__ import annotations
@@ -26,23 +23,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="us
 SEED = 20251201
 CASES = 110
 JOBS = int(os.environ.get("TRACEPARSE_MUTATION_JOBS") or min(2, os.cpu_count() or 1))
-
-# Failures of this sample (seed 20251201, 110 cases) on 2025-12-01 at commit a57e17d: the hardening outside the
-# parser is in, the parser's fixes are not. Remove a class when its fix lands (it shows as XPASS).
-NOT_YET_FIXED: dict[str, str] = {
-    "exponent": "8 of 8 fail: 3 crash (SIGSEGV in pyarrow's decimal cast of 1e-999999999), 1 traceback "
-                "(BrokenProcessPool), 4 silent loss (1e-1000 read as 0 without a load issue)",
-    "bad_value": "10 of 12 fail: 9 silent loss (one NaN, args not an object, invalid UTF-8, a lone surrogate or a "
-                 "trailing comma: the 'JSON cut off' salvage keeps the events before it; a distributedInfo after "
-                 "the events or with a NaN is lost: rank 0), 1 wrong refusal (the salvage finds no event)",
-    "out_of_range": "5 of 10 fail: 4 traceback (OverflowError on bytes and ids >= 2^63 or 1e400, "
-                    "ProfilerStep#9223372036854775808), 1 silent loss (an out-of-range literal fails the batch decode)",
-    "nesting": "8 of 8 fail: traceback (RecursionError, also under keys traceparse never reads)",
-    "bomb": "4 of 9 fail: memory (128 MiB of whitespace held whole: peak RSS 533 MB, bound 450 MB)",
-    "kill": "1 of 6 fails: SIGINT mid-load prints a bare FileNotFoundError line (SIGKILL, SIGTERM leave nothing)",
-    "cache": "2 of 12 fail: traceback (a directory in place of the entry: IsADirectoryError), leftover (a stale "
-             ".wal stays beside the rebuilt entry)",
-}
 
 _state: dict = {"cases": None, "baselines": {}, "results": {}, "controls": {}}
 
@@ -73,13 +53,7 @@ def results_for(cls: str, work):
     return _state["results"][cls]
 
 
-def _params():
-    for cls in ["control", *CLASSES]:
-        marks = [pytest.mark.xfail(strict=False, reason=NOT_YET_FIXED[cls])] if cls in NOT_YET_FIXED else []
-        yield pytest.param(cls, marks=marks, id=cls)
-
-
-@pytest.mark.parametrize("cls", list(_params()))
+@pytest.mark.parametrize("cls", ["control", *CLASSES])
 def test_mutation_class(cls, work):
     results = results_for(cls, work)
     assert results, f"the sample has no {cls} case"

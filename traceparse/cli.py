@@ -62,16 +62,51 @@ class Main(click.Group):
         except TraceError as e:
             click.echo(f"traceparse: error: {e}", err=True)
             sys.exit(2)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "traceparse"
+            click.echo(f"traceparse: error: {e.format_message()} (see '{where} --help')", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            _interrupted()
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, EOFError):
-            raise  # click's own handling: usage errors exit 2, Ctrl-C / Ctrl-D abort with 1
+            raise  # click's own handling: Ctrl-D aborts with 1
         except Exception as e:
             if isinstance(e, OSError) and e.errno == errno.EPIPE:
                 raise  # output piped into a reader that stopped (| head): click exits quietly
+            if _is_interrupt(e):
+                _interrupted()
+            if _is_damaged_store(e):
+                click.echo(f"traceparse: error: the store is damaged ({str(e).splitlines()[0]}); load the traces "
+                           "again into a new --db", err=True)
+                sys.exit(2)
             debug = bool(ctx.params.get("debug"))
             if debug:
                 click.echo(traceback.format_exc(), err=True, nl=False)
             click.echo(internal_error_line(e, debug), err=True)
             sys.exit(INTERNAL_ERROR)
+
+
+INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _is_interrupt(e: Exception) -> bool:
+    """Ctrl-C during a DuckDB query: DuckDB stops the query and raises instead of KeyboardInterrupt."""
+    import duckdb
+
+    return isinstance(e, duckdb.InterruptException) or (isinstance(e, RuntimeError) and str(e) == "Query interrupted")
+
+
+def _is_damaged_store(e: Exception) -> bool:
+    """A store file changed after it was written (a cache entry is stamped and built again instead)."""
+    import duckdb
+
+    msg = str(e)
+    return isinstance(e, duckdb.Error) and ("Corrupt database file" in msg or "Could not read enough bytes" in msg)
+
+
+def _interrupted():
+    click.echo("traceparse: interrupted", err=True)
+    sys.exit(INTERRUPTED)
 
 
 @click.group(cls=Main)
@@ -86,7 +121,8 @@ def main(debug):  # noqa: ARG001 -- read by Main.invoke from ctx.params
 @store_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
               help="html: one page with the report and its charts (Vega-Lite).")
-@click.option("--top", default=10, show_default=True, help="How many of the heaviest kernels/ops to show.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(0, 10_000),
+              help="How many of the heaviest kernels/ops to show.")
 @layout_option
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
 def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
@@ -135,14 +171,15 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
         for q in [query] if query else _interactive():
             try:
                 rel = con.sql(q)
-            except duckdb.Error as e:
+                if rel is not None:
+                    _print_relation(rel, fmt)
+            except (duckdb.Error, OverflowError) as e:
+                if _is_interrupt(e):
+                    raise
                 if query:
-                    click.echo(f"traceparse: error: {str(e).splitlines()[0]}", err=True)
+                    click.echo(f"traceparse: error: query failed: {str(e).splitlines()[0]}", err=True)
                     sys.exit(2)
                 click.echo(f"error: {e}", err=True)
-                continue
-            if rel is not None:
-                _print_relation(rel, fmt)
 
 
 def _interactive():

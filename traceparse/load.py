@@ -10,8 +10,10 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from functools import cache
@@ -66,18 +68,21 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         target = Path(db)
         if target.is_dir():
             raise TraceError(target, "is a directory; --db names the store file to write or read")
+        if target.exists():
+            stored = _stored_key(target)
+            if stored == key:
+                return target, True
+            if stored is None:
+                raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
+        _make_parent(target)
     elif use_cache:
         target = cache_dir() / f"{key}.duckdb"
+        if _cache_entry_intact(target) and _stored_key(target) == key:
+            return target, True
+        _clear_cache_entry(target)  # damaged, stale or missing: built again
+        _make_parent(target)
     else:
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
-    if target.exists():
-        stored = _stored_key(target)
-        if stored == key:
-            return target, True
-        if stored is None and db is not None:
-            raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
-        # a cache entry that does not open (cut off, damaged) or is stale is built again
-    target.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
@@ -95,6 +100,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
 
         build_store(tmp, summaries, issues, meta)
         os.replace(tmp, target)
+        if db is None and use_cache:
+            _stamp(target)
         done = True
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -103,6 +110,45 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
         if not done and db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
     return target, False
+
+
+def _make_parent(target: Path):
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise TraceError(target, "its folder is a file") from None
+
+
+def _stamp_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".stamp")
+
+
+def _stamp_text(entry: Path) -> str:
+    st = entry.stat()
+    return f"{st.st_size} {st.st_mtime_ns}\n"
+
+
+def _stamp(entry: Path):
+    """Record the size and time of a cache entry as written: a later change (cut off, overwritten
+    in part) makes it differ, and the entry is built again instead of failing mid-report."""
+    _stamp_path(entry).write_text(_stamp_text(entry))
+
+
+def _cache_entry_intact(entry: Path) -> bool:
+    """A regular file, with no journal beside it (traceparse closes its stores clean), as stamped."""
+    try:
+        return (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()
+                and _stamp_path(entry).read_text() == _stamp_text(entry))
+    except OSError:
+        return False
+
+
+def _clear_cache_entry(entry: Path):
+    """What would stop a cache entry from being replaced or read: a folder in its place, a stale journal.
+    A file in its place is left to be replaced atomically (a concurrent reader keeps a whole store)."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    Path(str(entry) + ".wal").unlink(missing_ok=True)
 
 
 @contextmanager
@@ -140,9 +186,40 @@ def _parse_all(files, stage, workers):
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["traceparse.ingest.rank"])
     _note_multiprocessing_tempdir()
-    with _main_not_rerun(), ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with,
-                                                 initargs=(os.getpid(),)) as pool:
-        return list(pool.map(_parse_one, jobs))
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with, initargs=(os.getpid(),))
+    try:
+        # Ctrl-C is held while the workers start: one interrupted half-way through its start would
+        # print a traceback of its own once this process is gone
+        with _main_not_rerun(), _sigint_held():
+            results = pool.map(_parse_one, jobs)
+        return list(results)
+    except BaseException:
+        _stop(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _sigint_held():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _stop(pool: ProcessPoolExecutor):
+    """On an interrupt or error: drop queued files and end the workers now, not after their files."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+    for proc in workers:
+        proc.join(5)
 
 
 def _note_multiprocessing_tempdir():
@@ -158,9 +235,11 @@ def _note_multiprocessing_tempdir():
 
 def _die_with(parent: int):
     """In a pool worker: exit as soon as the loading process is gone (killed, crashed), so no worker
-    outlives it (the forkserver, their parent, exits when the loading process closes its pipe)."""
-    import threading
+    outlives it (the forkserver, their parent, exits when the loading process closes its pipe).
+    Ctrl-C in a terminal reaches the whole process group: the loading process handles it, workers ignore it."""
     import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch():
         while _alive(parent):

@@ -27,12 +27,18 @@ def parse_stated(text: str | None) -> dict:
         return {}
     if text.endswith(".toml") and not Path(text).is_file():
         raise TraceError(text, "--layout: no such layout file")
-    if Path(text).is_file():
+    source = text if Path(text).is_file() else None  # named in errors about its values
+    if source:
         try:
-            data = tomllib.loads(Path(text).read_text())
-        except tomllib.TOMLDecodeError as e:
+            data = tomllib.loads(Path(text).read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise TraceError(text, f"not a TOML layout file ({e})") from None
-        data.update(data.pop("model", {}))
+        except OSError as e:
+            raise TraceError(text, f"cannot read the layout file: {e.strerror or e}") from None
+        model = data.pop("model", {})
+        if not isinstance(model, dict):
+            raise TraceError(text, "not a TOML layout file ([model] must be a table)")
+        data.update(model)
     else:
         data = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
@@ -42,11 +48,35 @@ def parse_stated(text: str | None) -> dict:
             data[k] = v
     unknown = set(data) - STATED_KEYS
     if unknown:
-        raise TraceError(None, f"--layout: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
-    try:
-        return {k: int(v) if k in INT_KEYS else v for k, v in data.items()}
-    except ValueError as e:
-        raise TraceError(None, f"--layout: {e}") from None
+        raise TraceError(source, f"--layout: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
+    return {k: _int_value(k, v, source) if k in INT_KEYS else _text_value(k, v, source) for k, v in data.items()}
+
+
+INT_RANGE = {"zero_stage": (0, 3)}  # every other number: 1 .. 10^15 (params of the largest models fit)
+
+
+def _int_value(key: str, v, source: str | None) -> int:
+    """A whole number in its key's range (``7e9`` params allowed); anything else is refused."""
+    if isinstance(v, str):
+        try:
+            v = int(v)
+        except ValueError:
+            try:
+                v = float(v)
+            except ValueError:
+                raise TraceError(source, f"--layout: {key} = {v!r} is not a number") from None
+    if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and not v.is_integer()):
+        raise TraceError(source, f"--layout: {key} = {v!r} is not a whole number")
+    lo, hi = INT_RANGE.get(key, (1, 10**15))
+    if not lo <= v <= hi:
+        raise TraceError(source, f"--layout: {key} = {v!r} is out of range ({lo} to {hi:,})")
+    return int(v)
+
+
+def _text_value(key: str, v, source: str | None) -> str:
+    if not isinstance(v, str):
+        raise TraceError(source, f"--layout: {key} = {v!r} must be a name")
+    return v
 
 
 def compare_stated(layout: dict, stated: dict) -> list[dict]:

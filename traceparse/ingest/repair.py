@@ -154,32 +154,29 @@ def event(text, problems) -> Event | None:
     if found is None:
         problems[LOST + bad] += 1
         return None
-    fields = {}
-    for key, value in found:
-        spec = EVENT_FIELDS.get(key)
-        if spec is None:
-            check_unread(value, problems, UNREAD)
-            continue
-        attr, decoder = spec
-        try:
-            fields[attr] = decoder.decode(value)
-        except DECODE_ERRORS as e:
-            if key == "ph":
-                problems[LOST + f"'ph' is unreadable ({why(e, value)})"] += 1
-                return None
-            if key == "args" and value.strip()[:1] == b"{":
-                fields[attr] = _args(value, problems)
-                continue
-            fields.pop(attr, None)
-            problems[f"event field(s) '{key}' unreadable, read as null: {why(e, value)}"] += 1
+    fields, failed = _read_fields(found, EVENT_FIELDS, problems, nested={"args": _args})
+    ph = next((w for k, w in failed if k == "ph"), None)
+    if ph:
+        problems[LOST + f"'ph' is unreadable ({ph})"] += 1
+        return None
+    _count_failed(failed, "", problems)
     return Event(**fields)
 
 
 def _args(text, problems) -> Args:
     found, _ = members(text, problems, "event args")
-    fields = {}
-    for key, value in found or ():
-        spec = ARGS_FIELDS.get(key)
+    fields, failed = _read_fields(found or (), ARGS_FIELDS, problems)
+    _count_failed(failed, "args.", problems)
+    return Args(**fields)
+
+
+def _read_fields(found, table: dict, problems, nested=None) -> tuple[dict, list]:
+    """Decode the members named in ``table`` (JSON name -> (attribute, decoder)); others are only
+    checked (check_unread). A member that fails is left out (read as null) and returned in ``failed``
+    as (key, why), unless ``nested`` names a reader for it and it is an object, read member by member."""
+    fields, failed = {}, []
+    for key, value in found:
+        spec = table.get(key)
         if spec is None:
             check_unread(value, problems, UNREAD)
             continue
@@ -187,9 +184,17 @@ def _args(text, problems) -> Args:
         try:
             fields[attr] = decoder.decode(value)
         except DECODE_ERRORS as e:
+            if nested and key in nested and value.strip()[:1] == b"{":
+                fields[attr] = nested[key](value, problems)
+                continue
             fields.pop(attr, None)
-            problems[f"event field(s) 'args.{key}' unreadable, read as null: {why(e, value)}"] += 1
-    return Args(**fields)
+            failed.append((key, why(e, value)))
+    return fields, failed
+
+
+def _count_failed(failed, prefix: str, problems):
+    for key, reason in failed:
+        problems[f"event field(s) '{prefix}{key}' unreadable, read as null: {reason}"] += 1
 
 
 def header_members(values, header: Header, problems, only_unset: bool):
