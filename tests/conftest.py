@@ -69,3 +69,15 @@ def run_check(module, con, stated=None):
     from traceparse.document.layout import inferred_layout
 
     return module.run(Context(con, inferred_layout(con), stated or {}, thresholds().get(module.SPEC.id, {})))
+
+
+@pytest.fixture
+def browser_page():
+    """``open_page(path, screenshot=None, ...)`` of tests/browser.py; skips, saying why, without
+    Chromium or Playwright."""
+    import browser
+
+    why = browser.missing()
+    if why:
+        pytest.skip(why)
+    return browser.open_page
