@@ -33,6 +33,13 @@ METRICS = {
         "imbalance.per_rank[].compute_ns and bubble.per_stage[].compute_ns",
         "per rank, summed over its windows; the checks report the mean per window",
     ),
+    "step_split": (
+        "Step split: compute, exposed communication, idle",
+        "per rank and step window (summary.per_step, from window_totals): compute_ns; exposed_ns = comm_ns - "
+        "hidden_ns, the communication not under compute; idle_ns = window_ns - compute_ns - exposed_ns, never "
+        "below 0 (compute anchored in a window may run past its end)",
+        "each as a share of window_ns, the step window's length",
+    ),
     "comm_ops": (
         "Communication operations",
         "rows of comm_ops: one per collective or point-to-point call per rank, however many events show it",

@@ -51,6 +51,19 @@ def per_rank(con) -> list[dict]:
     )
 
 
+def per_step(con) -> list[dict]:
+    """Per rank and step window: its length split into compute, exposed communication (communication
+    not under compute) and idle (neither, never below 0), from the vocabulary's window_totals."""
+    return rows(
+        con,
+        """
+        SELECT rank, step, window_ns, compute_ns, comm_ns, hidden_ns, comm_ns - hidden_ns AS exposed_ns,
+               greatest(window_ns - compute_ns - (comm_ns - hidden_ns), 0) AS idle_ns
+        FROM window_totals ORDER BY rank, step
+        """,
+    )
+
+
 def busy(con) -> list[dict]:
     """Per CPU thread and GPU stream: the union of its events inside the rank's profiled span (first
     window's start to last window's end), nested events once."""
@@ -113,6 +126,7 @@ def comm_summary(con) -> list[dict]:
 def summary(con, top=10) -> dict:
     return {
         "per_rank": per_rank(con),
+        "per_step": per_step(con),
         "comm": comm_summary(con),
         "threads": busy(con),
         "top_kernels": top_kernels(con, top),
