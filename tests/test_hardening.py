@@ -107,45 +107,9 @@ def test_damaged_named_store_is_still_refused(tmp_path):
     assert db.read_bytes() == b"not a store"
 
 
-def test_killed_load_leaves_nothing_behind(tmp_path):
-    """kill -9 while the pool parses: workers, forkserver and resource tracker go; the next load
-    removes the staging folders and half-written stores the killed one left."""
-    run = tmp_path / "run"
-    run.mkdir()
-    for r in range(4):
-        shutil.copy(BIG, run / f"rank{r}.json.gz")
-    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "TRACEPARSE_CACHE": str(tmp_path / "cache")}
-    (tmp_path / "tmp").mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "traceparse.cli", "analyze", str(run), "--allow-mixed"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 30
-    while time.time() < deadline and not list((tmp_path / "tmp").glob("traceparse-stage-*/f*/*.parquet")):
-        time.sleep(0.05)  # until the workers have begun writing
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 15
-    while time.time() < deadline and _group_alive(proc.pid):
-        time.sleep(0.2)
-    assert not _group_alive(proc.pid), "a worker, the forkserver or the resource tracker outlived the load"
-    left = sorted(p.name for p in (tmp_path / "tmp").iterdir())
-    assert any(n.startswith(f"traceparse-stage-{proc.pid}-") for n in left), left
-    subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", str(DDP2), "--no-cache"], env=env,
-                   check=True, stdout=subprocess.DEVNULL)
-    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
-    assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
-
-
-def _group_alive(pgid) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def test_interrupted_load_exits_130_with_one_line(tmp_path):
-    """Ctrl-C (SIGINT to the loading process) while the pool parses: one line, exit 130, no worker
-    left and nothing in $TMPDIR or the cache."""
+def _loading(tmp_path):
+    """A load of four copies of a large trace, started in its own session with its own $TMPDIR and
+    cache, returned once its workers have begun writing (with its environment)."""
     run = tmp_path / "run"
     run.mkdir()
     for r in range(4):
@@ -158,13 +122,48 @@ def test_interrupted_load_exits_130_with_one_line(tmp_path):
     deadline = time.time() + 30
     while time.time() < deadline and not list((tmp_path / "tmp").glob("traceparse-stage-*/f*/*.parquet")):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "traceparse: interrupted\n")
+    return proc, env
+
+
+def _gone(proc) -> bool:
+    """Whether every process of the load's session (workers, forkserver, resource tracker) ended."""
     deadline = time.time() + 15
     while time.time() < deadline and _group_alive(proc.pid):
         time.sleep(0.2)
-    assert not _group_alive(proc.pid)
+    return not _group_alive(proc.pid)
+
+
+def _group_alive(pgid) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_killed_load_leaves_nothing_behind(tmp_path):
+    """kill -9 while the pool parses: workers, forkserver and resource tracker go; the next load
+    removes the staging folders and half-written stores the killed one left."""
+    proc, env = _loading(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert _gone(proc), "a worker, the forkserver or the resource tracker outlived the load"
+    left = sorted(p.name for p in (tmp_path / "tmp").iterdir())
+    assert any(n.startswith(f"traceparse-stage-{proc.pid}-") for n in left), left
+    subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", str(DDP2), "--no-cache"], env=env,
+                   check=True, stdout=subprocess.DEVNULL)
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
+    assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
+
+
+def test_interrupted_load_exits_130_with_one_line(tmp_path):
+    """Ctrl-C (SIGINT to the loading process) while the pool parses: one line, exit 130, no worker
+    left and nothing in $TMPDIR or the cache."""
+    proc, _ = _loading(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "traceparse: interrupted\n")
+    assert _gone(proc)
     assert list((tmp_path / "tmp").iterdir()) == []
     assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
 
