@@ -31,7 +31,9 @@ SPEC = Spec(
         "collective's first communication kernel, whose kernels all end together, so an early rank's kernel "
         "waits inside NCCL; on gloo the worker annotation), else start of the CPU call (host_ts_ns), ranks on "
         "one clock; a rank's wait = last arrival - own arrival; wait_ns = its mean over the rank's matched "
-        "collectives, total_wait_ns = their sum; last_arrivals = how often it arrived strictly last (a tie "
+        "collectives, total_wait_ns = their sum; per_step: per rank and step, wait_ns over the matched "
+        "collectives of the rank that start in that step (comm_ops.step), with their count; last_arrivals = how "
+        "often it arrived strictly last (a tie "
         "makes no one last). straggler_rank = the only rank that (1) has the smallest wait_ns of all ranks, "
         "(2) arrived last at more than half of its (at least 2) matched collectives, and (3) either waits at "
         "most 1/2 of the median wait_ns of the other ranks (that median > 0) and was last at least twice as "
@@ -117,6 +119,7 @@ def run(ctx):
         "matched_collectives": arrivals["matched"],
         "unmatched_collectives": arrivals["unmatched"],
         "per_rank": per_rank,
+        "per_step": arrivals["per_step"],
         "step_time": _spread([p["step_mean_ns"] for p in per_rank]),
         "compute": _spread([p["compute_ns"] for p in per_rank]),
         "compute_floor": _spread([p["compute_floor_ns"] for p in per_rank]),
@@ -148,7 +151,7 @@ def _spread(values) -> dict:
 def _arrivals(ctx, loaded: set) -> dict:
     """Match each collective across its group; who arrives last, who waits how long (SPEC.definition)."""
     rows = ctx.rows("""
-        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns, exec_ts_ns
+        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns, exec_ts_ns, step
         FROM comm_ops
         WHERE list_contains(?, op) AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
           AND group_ranks IS NOT NULL""", [list(COLLECTIVES)])
@@ -156,7 +159,7 @@ def _arrivals(ctx, loaded: set) -> dict:
     for r in rows:
         order = ("seq", r["seq"]) if r["seq"] is not None else ("index", r["group_index"])
         by_key[(tuple(r["g"]), *order)][r["rank"]] = r
-    collectives, unmatched, basis = [], 0, defaultdict(int)
+    collectives, unmatched, basis, step_waits = [], 0, defaultdict(int), defaultdict(list)
     for (group, _, _), members in by_key.items():
         expected = set(group)
         if len(expected) < 2 or not expected <= loaded:
@@ -173,17 +176,22 @@ def _arrivals(ctx, loaded: set) -> dict:
         t_last = max(arrivals.values())
         latest = [r for r, t in arrivals.items() if t == t_last]
         collectives.append(({r: t_last - t for r, t in arrivals.items()}, latest[0] if len(latest) == 1 else None))
+        for r, t in arrivals.items():
+            if members[r]["step"] is not None:
+                step_waits[(r, members[r]["step"])].append(t_last - t)
     waits, last = defaultdict(list), defaultdict(int)
     for wait_of, latest in collectives:
         if latest is not None:
             last[latest] += 1
         for r, w in wait_of.items():
             waits[r].append(w)
+    per_step = [{"rank": r, "step": s, "wait_ns": round(statistics.fmean(w)), "collectives": len(w)}
+                for (r, s), w in sorted(step_waits.items())]
     straggler, evidence = _straggler(collectives)
     if evidence:
         evidence["arrival"] = dict(basis)
     return {"wait": {r: statistics.fmean(v) for r, v in waits.items()}, "total_wait": {r: sum(v) for r, v in waits.items()},
-            "last": dict(last), "matched": len(collectives), "unmatched": unmatched,
+            "last": dict(last), "per_step": per_step, "matched": len(collectives), "unmatched": unmatched,
             "straggler": straggler, "evidence": evidence}
 
 

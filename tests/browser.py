@@ -41,9 +41,11 @@ class Seen:
     screenshot: Path | None = None
 
 
-def open_page(path: Path, screenshot: Path | None = None, width: int = 1280, click: str | None = None) -> Seen:
+def open_page(path: Path, screenshot: Path | None = None, width: int = 1280, click: str | None = None,
+              height: int | None = None) -> Seen:
     """Load ``path`` (file://) in headless Chromium with the network cut off, wait for the charts,
-    and collect what happened. ``click``: a CSS selector to click once loaded (filters)."""
+    and collect what happened. ``click``: a CSS selector to click once loaded (filters); ``height``:
+    keep only the top of the page in the screenshot."""
     from playwright.sync_api import sync_playwright
 
     seen = Seen()
@@ -68,7 +70,8 @@ def open_page(path: Path, screenshot: Path | None = None, width: int = 1280, cli
             seen.chart_errors = page.locator(".chart-error").count()
             seen.text = page.inner_text("body")
             if screenshot:
-                page.screenshot(path=str(screenshot), full_page=True)
+                clip = {"x": 0, "y": 0, "width": width, "height": height} if height else None
+                page.screenshot(path=str(screenshot), full_page=True, clip=clip)
                 seen.screenshot = Path(screenshot)
         finally:
             browser.close()

@@ -81,3 +81,11 @@ def browser_page():
     if why:
         pytest.skip(why)
     return browser.open_page
+
+
+@pytest.fixture(scope="session")
+def recorded_history(tmp_path_factory):
+    """A history of three real fixture runs recorded through ``analyze --record`` (tests/history_runs.py)."""
+    from history_runs import record_fixture_runs
+
+    return record_fixture_runs(tmp_path_factory.mktemp("history"))

@@ -1,50 +1,186 @@
-"""Charts are built from the analyze document and checked through their Vega-Lite spec."""
+"""Charts are built from the analyze document and checked through their Vega-Lite spec, no browser.
 
+Expected values come from the fixture runs' configuration (truth.json): the ranks, the profiled
+steps, the pipeline's degree and micro-batches, the straggler and hot rank, the bytes sent.
+"""
+
+import copy
 import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from traceparse.cli import main
-from traceparse.report.charts import bubble_per_stage, charts, overlap_per_strategy, step_time_per_rank
+from traceparse.document import analyze
+from traceparse.report.charts import (
+    bubble_per_stage,
+    charts,
+    imbalance_heatmap,
+    overlap_per_strategy,
+    spec,
+    step_split,
+    step_timeline,
+    volume_per_strategy,
+)
 
-RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "pp4_1f1b_heavy_m4"
-pytestmark = pytest.mark.skipif(not RUN.exists(), reason="fixture run not generated")
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory):
-    r = CliRunner().invoke(main, ["analyze", str(RUN), "--format", "json",
-                                  "--db", str(tmp_path_factory.mktemp("c") / "s.duckdb")])
-    assert r.exit_code == 0, r.output
-    return json.loads(r.output)
+    """doc(run) -> the analyze document of fixtures/runs/<run>, once per module."""
+    docs = {}
+
+    def get(run):
+        if run not in docs:
+            docs[run] = analyze([RUNS / run], db=tmp_path_factory.mktemp("store") / "s.duckdb")
+        return docs[run]
+
+    return get
 
 
-def values(spec):
-    return spec["data"]["values"] if "data" in spec else spec["layer"][0]["data"]["values"]
+def truth(run):
+    return json.loads((RUNS / run / "truth.json").read_text())
 
 
-def test_step_time_chart_has_one_bar_per_rank(doc):
-    spec = step_time_per_rank(doc).to_dict()
-    got = {v["rank"]: v["ms"] for v in values(spec)}
-    assert got == {r["rank"]: r["step_mean_ns"] / 1e6 for r in doc["summary"]["per_rank"]}
-    assert spec["mark"]["type"] == "bar"
+def rows_of(s, mark=None) -> list:
+    """The data rows of the (sub)charts of spec ``s`` drawn with ``mark``, from its named datasets."""
+    out = []
+
+    def walk(node):
+        m = node.get("mark")
+        m = m.get("type") if isinstance(m, dict) else m
+        if "data" in node and (mark is None or m == mark):
+            out.extend(s["datasets"][node["data"]["name"]])
+        for key in ("layer", "hconcat", "vconcat", "concat"):
+            for sub in node.get(key, []):
+                walk(sub)
+        if "spec" in node:
+            walk(node["spec"])
+
+    walk(s)
+    return out
 
 
-def test_overlap_chart_splits_each_strategy_into_hidden_and_exposed(doc):
-    spec = overlap_per_strategy(doc).to_dict()
-    per = doc["checks"]["overlap"]["per_strategy"]
-    assert {(v["strategy"], v["part"]) for v in values(spec)} == {(s, p) for s in per for p in ("hidden", "exposed")}
+def marks(s) -> set:
+    found = set()
+
+    def walk(node):
+        if "mark" in node:
+            m = node["mark"]
+            found.add(m.get("type") if isinstance(m, dict) else m)
+        for key in ("layer", "hconcat", "vconcat", "concat"):
+            for sub in node.get(key, []):
+                walk(sub)
+        if "spec" in node:
+            walk(node["spec"])
+
+    walk(s)
+    return found
 
 
-def test_bubble_chart_draws_the_expected_line(doc):
-    spec = bubble_per_stage(doc).to_dict()
-    assert [v["stage"] for v in values(spec)] == [s["stage"] for s in doc["checks"]["bubble"]["per_stage"]]
-    assert spec["layer"][1]["data"]["values"] == [{"expected": doc["checks"]["bubble"]["expected"]}]
+def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):
+    t = truth("pp4_1f1b_m4")
+    s = spec(step_split(doc("pp4_1f1b_m4")))
+    rows = rows_of(s)
+    assert s["mark"]["type"] == "bar" and s["encoding"]["x"]["stack"] == "zero"
+    assert {r["rank"] for r in rows} == set(range(t["world_size"]))
+    assert len({(r["rank"], r["step"]) for r in rows}) == t["world_size"] * t["profiled_steps"]
+    assert {r["part"] for r in rows} == {"compute", "exposed communication", "idle"}
+    assert s["encoding"]["color"]["field"] == "part" and s["encoding"]["x"]["field"] == "ms"
 
 
-def test_html_page_embeds_every_chart(doc, tmp_path):
-    r = CliRunner().invoke(main, ["analyze", str(RUN), "--format", "html", "--db", str(tmp_path / "s.duckdb")])
-    assert r.exit_code == 0
-    assert r.output.count('class="chart"') == len(charts(doc))
+def test_bubble_chart_draws_the_1f1b_formula_and_its_replay(doc):
+    lay = truth("pp4_1f1b_m4")["layout"]
+    p, m = lay["pp"], lay["microbatches"]
+    s = spec(bubble_per_stage(doc("pp4_1f1b_m4")))
+    bars, lines = rows_of(s, "bar"), rows_of(s, "rule")
+    assert sorted(r["stage"] for r in bars) == list(range(p))
+    # 1F1B with equal forward and backward cost idles (p - 1) / (m + p - 1) of the step; so does its replay
+    assert [line["bubble"] for line in lines] == pytest.approx([(p - 1) / (m + p - 1)] * 2)
+    assert len(lines) == 2 and any("formula" in line["what"] for line in lines)
+    assert any("simulated" in line["what"] for line in lines)
+    assert all(0 < r["measured"] < 1 for r in bars)
+
+
+def test_bubble_chart_is_left_out_without_a_pipeline(doc):
+    assert truth("straggler_ddp4")["layout"]["pp"] == 1
+    d = doc("straggler_ddp4")
+    assert bubble_per_stage(d) is None and "bubble" not in charts(d)
+
+
+def test_heat_map_outlines_the_configured_straggler(doc):
+    t = truth("straggler_ddp4")
+    s = spec(imbalance_heatmap(doc("straggler_ddp4")))
+    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (ms)", "wait at collectives (ms)"]
+    outlined = {(r["rank"], r["role"]) for r in rows_of(s, "rect") if "role" in r}
+    assert outlined == {(t["imbalance"]["straggler_rank"], "straggler")}
+    cells = [r for r in rows_of(s, "rect") if "value" in r]
+    assert {(r["rank"], r["step"]) for r in cells} >= {(r, st) for r in range(t["world_size"])
+                                                       for st in doc("straggler_ddp4")["run"]["steps"]}
+    assert "rank 2 outlined: straggler" in s["title"]["subtitle"]
+
+
+def test_heat_map_outlines_the_configured_hot_expert_rank(doc):
+    t = truth("ep4")
+    s = spec(imbalance_heatmap(doc("ep4")))
+    outlined = {(r["rank"], r["role"]) for r in rows_of(s, "rect") if "role" in r}
+    assert outlined == {(t["imbalance"]["hot_rank"], "hot rank (most routed tokens)")}
+
+
+def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
+    # send/recv are not matched across ranks: a pipeline-only run has no wait at collectives
+    assert {c["op"] for c in truth("pp4_1f1b_m4")["comm"]} == {"send", "recv"}
+    s = spec(imbalance_heatmap(doc("pp4_1f1b_m4")))
+    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (ms)"]
+    assert not [r for r in rows_of(s, "rect") if "role" in r]
+
+
+def test_overlap_chart_splits_each_configured_strategy(doc):
+    strategies = {c["strategy"] for c in truth("dp2_tp2")["comm"]}
+    s = spec(overlap_per_strategy(doc("dp2_tp2")))
+    assert {(r["strategy"], r["part"]) for r in rows_of(s)} >= {(st, p) for st in strategies
+                                                                for p in ("hidden", "exposed")}
+
+
+def test_volume_chart_measures_the_configured_sends(doc):
+    t = truth("pp4_1f1b_m4")
+    sent = sum(c["bytes_in"] * c["count"] for c in t["comm"] if c["op"] == "send")
+    s = spec(volume_per_strategy(doc("pp4_1f1b_m4")))
+    got = {(r["strategy"], r["kind"]): r["MB"] for r in rows_of(s)}
+    assert got[("pp", "measured")] == pytest.approx(sent / t["world_size"] / 1e6)
+    assert s["mark"]["type"] == "bar" and s["encoding"]["column"]["field"] == "strategy"
+
+
+def test_timeline_has_a_compute_and_a_comm_lane_per_rank(doc):
+    t = truth("dp2_tp2")
+    d = doc("dp2_tp2")
+    s = spec(step_timeline(d))
+    bars = [r for r in rows_of(s, "bar") if "series" in r]
+    assert {r["rank"] for r in bars} == set(range(t["world_size"]))
+    assert {r["series"] for r in bars} == {"compute"} | {f"comm: {c['strategy']}" for c in t["comm"]}
+    layer = s["layer"][-1]["encoding"]
+    assert (layer["x"]["field"], layer["x2"]["field"], layer["y"]["field"]) == ("start_ms", "end_ms", "lane")
+    assert all(r["end_ms"] >= r["start_ms"] for r in bars)
+    assert str(d["timeline"]["step"]) in s["title"]["text"]
+
+
+def test_unknown_values_are_left_out_never_zero(doc):
+    d = copy.deepcopy(doc("pp4_1f1b_m4"))
+    d["checks"]["overlap"]["per_strategy"]["pp"]["hidden_ns"] = None
+    d["summary"]["per_step"][0]["compute_ns"] = None
+    d["checks"]["bubble"]["per_stage"][0]["measured"] = None
+    d["checks"]["comm_volume"]["per_strategy"]["pp"]["expected_bytes"] = None
+    assert {r["part"] for r in rows_of(spec(overlap_per_strategy(d)))} == {"exposed"}
+    first = d["summary"]["per_step"][0]
+    split = [r for r in rows_of(spec(step_split(d))) if (r["rank"], r["step"]) == (first["rank"], first["step"])]
+    assert {r["part"] for r in split} == {"exposed communication", "idle"}
+    assert 0 not in [r["stage"] for r in rows_of(spec(bubble_per_stage(d)), "bar")]
+    assert {r["kind"] for r in rows_of(spec(volume_per_strategy(d)))} == {"measured"}
+
+
+def test_a_chart_without_data_is_left_out(doc):
+    d = copy.deepcopy(doc("pp4_1f1b_m4"))
+    d["checks"]["overlap"]["per_strategy"] = {"pp": {"hidden_ns": None, "exposed_ns": None}}
+    d["timeline"]["rows"] = []
+    d["checks"]["bubble"]["per_stage"] = []
+    assert list(charts(d)) == ["step-split", "imbalance", "volume"]

@@ -218,3 +218,16 @@ STRAGGLER_RULE_RUNS = sorted(p.name for p in RUNS.iterdir() if p.is_dir() and p.
 def test_straggler_as_in_truth(check, name):
     """Each run names the straggler its generator built, the others none."""
     assert check(name).numbers["straggler_rank"] == truth(name)["straggler_rank"]
+
+
+def test_wait_per_step_shows_the_straggler_waiting_least_at_every_step(check):
+    n = check("straggler_ddp4").numbers
+    straggler = truth("straggler_ddp4")["straggler_rank"]
+    steps = {(p["rank"], p["step"]): p for p in n["per_step"]}
+    assert {s for _, s in steps} == {2, 3} and {r for r, _ in steps} == {0, 1, 2, 3}
+    for s in (2, 3):
+        assert min(range(4), key=lambda r: steps[(r, s)]["wait_ns"]) == straggler
+    for p in n["per_rank"]:  # the per-rank mean is the per-step means weighted by their collectives
+        mine = [v for (r, _), v in steps.items() if r == p["rank"]]
+        total = sum(v["wait_ns"] * v["collectives"] for v in mine)
+        assert total / sum(v["collectives"] for v in mine) == pytest.approx(p["wait_ns"], abs=1)

@@ -251,7 +251,8 @@ def test_bad_input_stays_exit_2_with_debug(tmp_path):
 def test_usage_errors_stay_exit_2(args):
     r = invoke(*args)
     assert r.exit_code == 2
-    assert "Usage:" in r.stderr and "internal error" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("traceparse: error: ") and "--help" in lines[0], r.stderr
 
 
 # --- unknown is never zero: df_index_resolver records no collective sizes --------------

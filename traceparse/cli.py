@@ -1,7 +1,8 @@
 """The ``traceparse`` command: argument parsing, library calls, exit codes.
 
 Exit codes: 0 success, 1 a --fail-on threshold breached, 2 bad input or usage, 3 an internal error
-(a bug: one line on stderr, the traceback with ``traceparse --debug``).
+(a bug: one line on stderr, the traceback with ``traceparse --debug``), 75 a run history stayed locked by
+other writers for history.WAIT_S seconds (nothing written: try again).
 """
 
 import errno
@@ -17,11 +18,11 @@ from . import __version__
 from .errors import TraceError
 
 
-def _open(paths, db, no_cache, allow_mixed):
+def _open(paths, db, no_cache, allow_mixed, progress=None):
     from .load import connect, open_run
 
     if paths:
-        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed)
+        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress)
     return closing(connect(db))
 
 
@@ -39,6 +40,29 @@ def layout_option(f):
         "(also the model: layers, hidden, heads, kv_heads, seq, micro_batch, dtype_bytes, params, experts, "
         "top_k, optimizer, n_opt, ranks_per_node; they feed the lint and the expected volumes and memory).",
     )(f)
+
+
+def _labels(_ctx, _param, items):
+    from .history import parse_labels
+
+    try:
+        return parse_labels(items)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+BUSY = 75  # EX_TEMPFAIL: the history stayed locked by other writers (history.WAIT_S); nothing written, try again
+
+
+def _history(call, *args, **kwargs):
+    """A history call; a history that stayed busy exits BUSY with one line."""
+    from .history import HistoryBusy
+
+    try:
+        return call(*args, **kwargs)
+    except HistoryBusy as e:
+        click.echo(f"traceparse: error: {e}", err=True)
+        sys.exit(BUSY)
 
 
 INTERNAL_ERROR = 3
@@ -120,32 +144,63 @@ def main(debug):  # noqa: ARG001 -- read by Main.invoke from ctx.params
 @click.argument("paths", nargs=-1, required=True)
 @store_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
-              help="html: one page with the report and its charts (Vega-Lite).")
+              help="html: the post-mortem page, findings then charts then the report; one offline file.")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report to FILE (whole: a temporary file moved into place) instead of stdout.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 10_000),
               help="How many of the heaviest kernels/ops to show.")
 @layout_option
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
-def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on):
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the checks' statuses; auto: when stdout is a terminal and NO_COLOR is not set.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar while loading (shown on a terminal only).")
+@click.option("--record", "history", metavar="HISTORY", help="Append the run's metrics, labels and report path to "
+              "the run history HISTORY (a DuckDB file, created when missing; traceparse dashboard draws it).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_labels,
+              help="A label of the recorded run (repeatable): commit=abc123, job=llama-8b.")
+def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, quiet, history, labels, output):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
+    if labels and not history:
+        raise click.UsageError("--label needs --record HISTORY")
+    if history:
+        from .history import check
+
+        _history(check, history)  # before the analysis: a path that is no history fails at once
     from .document import document
     from .document.layout import parse_stated
+    from .progress import load_bar
 
     stated = parse_stated(layout)
-    with _open(paths, db, no_cache, allow_mixed) as con:
+    with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
+        if bar:
+            bar.close()  # loaded: the bar is gone before anything else is printed
         doc = document(con, top, stated)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
+    colour = None
     if fmt == "json":
-        click.echo(json.dumps(doc, indent=2))
+        out = json.dumps(doc, indent=2)
     elif fmt == "html":
         from .report.html import render_html
 
-        click.echo(render_html(doc))
+        out = render_html(doc)
     else:
+        from .report.colour import colour_wanted, paint
         from .report.text import render
 
-        click.echo(render(doc))
+        text, colour = render(doc), color == "always" if output else colour_wanted(color, sys.stdout)
+        out = paint(text) if colour else text
+    if output:
+        _write_file(output, out + "\n")
+        click.echo(f"traceparse: report written to {output}", err=True)
+    else:
+        click.echo(out, color=colour)
+    if history:
+        from .history import record
+
+        run_id = _history(record, history, doc, labels, report=output)
+        click.echo(f"traceparse: recorded as run {run_id} in {history}", err=True)
     from .analyzers.base import at_least
 
     breached = [cid for cid, c in doc["checks"].items() if fail_on and at_least(c["status"], fail_on)]
@@ -323,11 +378,114 @@ def explain(ident):
     click.echo(f"{ident}: {title}\n  definition: {definition}\n  reported as: {denominator}")
 
 
+@main.command()
+@click.argument("runs", nargs=-1, metavar="BASE NEW")
+@click.option("--base-db", metavar="STORE", help="Read BASE from this store (analyze --db); with a BASE path, load it into it.")
+@click.option("--new-db", metavar="STORE", help="Read NEW from this store (analyze --db); with a NEW path, load it into it.")
+@click.option("--no-cache", is_flag=True, help="Parse again and keep no store.")
+@click.option("--allow-mixed", is_flag=True, help="Load files from different runs together.")
+@layout_option
+@click.option("--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a threshold of rules/compare_thresholds.toml for a group or metric id: '5%' relative, "
+              "'0.02' absolute in the metric's unit (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+              help="markdown: a table to post on a pull request.")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (replaced whole) instead of stdout.")
+def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt, output):
+    """Compare run NEW with run BASE metric by metric; exit 1 when a metric regressed beyond its threshold.
+
+    BASE and NEW are one argument each: trace files, a folder or a glob; or give --base-db / --new-db."""
+    from .compare import compare_runs, load_thresholds
+    from .document import document
+    from .document.layout import parse_stated
+    from .report.compare import render_markdown, render_text
+
+    thresholds, stated = load_thresholds(overrides), parse_stated(layout)
+    if output:
+        _output_target(output)  # a bad -o fails before the runs are loaded
+    if len(runs) not in (2, (base_db is None) + (new_db is None)):
+        raise click.UsageError("give BASE and NEW: trace paths (a file, folder or glob each) or --base-db/--new-db")
+    rest = list(runs)
+    sides = [(name, [rest.pop(0)] if len(runs) == 2 or db is None else [], db)
+             for name, db in (("base", base_db), ("new", new_db))]
+    docs = []
+    for name, paths, db in sides:
+        with _open(paths, db, no_cache, allow_mixed) as con:
+            docs.append(document(con, 0, stated))
+        for issue in docs[-1]["load_issues"]:
+            if issue["severity"] != "info":
+                click.echo(f"traceparse: {issue['severity']}: {name}: {issue['file'] or 'run'}: {issue['what']}",
+                           err=True)
+    doc = compare_runs(*docs, thresholds)
+    text = {"json": lambda: json.dumps(doc, indent=2), "markdown": lambda: render_markdown(doc),
+            "text": lambda: render_text(doc)}[fmt]()
+    if output:
+        _write_file(output, text + "\n")
+        click.echo(f"traceparse: compare: {doc['verdict']}; report written to {output}", err=True)
+    else:
+        click.echo(text)
+    if doc["verdict"] == "regressed":
+        sys.exit(1)
+
+
+def _output_target(path) -> Path:
+    target = Path(path)
+    if target.is_dir():
+        raise TraceError(target, "is a directory; -o names the file to write")
+    if not target.parent.is_dir():
+        raise TraceError(target, "its folder does not exist")
+    return target
+
+
+def _write_file(path, text: str):
+    """Write ``text`` to ``path`` whole: into a temporary file beside it, then moved into place."""
+    import os
+    import tempfile
+
+    target = _output_target(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as e:
+        raise TraceError(target, f"cannot write there ({e.strerror})") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _echo_examples(rule):
     for ex in rule.must_match:
         click.echo(f"  matches: {ex}")
     for ex in rule.must_not_match:
         click.echo(f"  does not match: {ex}")
+
+
+@main.command()
+@click.argument("history")
+@click.option("-o", "--output", required=True, metavar="PAGE", help="The HTML page to write (offline, one file).")
+@click.option("--series-by", "by", multiple=True, metavar="KEY",
+              help="Label keys that make a series, each run compared with the previous run of its series "
+              "(repeatable; default: every label but commit).")
+@click.option("--threshold", "thresholds", multiple=True, metavar="KEY=VALUE",
+              help="Override a regression threshold, as traceparse compare takes it (step_time=5%, bubble=0.02).")
+def dashboard(history, output, by, thresholds):
+    """Write one offline page of the run history HISTORY (analyze --record): each metric group over the runs,
+    filterable by series, regressions against the previous run of the same series, links to the reports."""
+    from .compare import load_thresholds
+    from .history import read
+    from .report.dashboard import render_dashboard
+
+    limits = load_thresholds(list(thresholds))
+    hist = _history(read, history)
+    page, regressions = render_dashboard(hist, Path(output), by, limits)
+    _write_file(output, page)
+    click.echo(f"{output}: {len(hist.runs)} runs, {regressions} regressed metric(s)")
 
 
 if __name__ == "__main__":

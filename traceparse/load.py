@@ -14,7 +14,7 @@ import signal
 import sys
 import tempfile
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from functools import cache
 from importlib import resources
@@ -59,8 +59,12 @@ def store_key(files: list[Path], allow_mixed: bool) -> str:
     return h.hexdigest()[:24]
 
 
-def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) -> tuple[Path, bool]:
-    """Load the traces named by ``paths`` into a store; return (store path, reused)."""
+def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None) -> tuple[Path, bool]:
+    """Load the traces named by ``paths`` into a store; return (store path, reused).
+
+    ``progress``, when given, is called ``progress(files_done, files_total, bytes_done, bytes_total)``
+    (bytes: the files' sizes on disk) once as parsing begins, with nothing done, then once as each file
+    is parsed; a reused store parses nothing and calls it never."""
     files, skipped = expand_inputs(paths)
     key = store_key(files, allow_mixed)
     remove_stale_leftovers()
@@ -87,7 +91,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None) ->
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
-        summaries = _parse_all(files, stage, workers)
+        summaries = _parse_all(files, stage, workers, progress)
         issues = assign_ranks(summaries)
         issues += check_one_run(summaries, allow_mixed)
         issues += align_clocks(summaries)
@@ -152,10 +156,10 @@ def _clear_cache_entry(entry: Path):
 
 
 @contextmanager
-def open_run(paths, db=None, use_cache=True, allow_mixed=False):
+def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None):
     """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
-    with ``use_cache=False`` and no ``db`` is deleted afterwards."""
-    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed)
+    with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``: as for load_run."""
+    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress)
     temporary = db is None and not use_cache
     try:
         con = connect(path)
@@ -177,11 +181,17 @@ def connect(path):
     return duckdb.connect(str(path), read_only=True)
 
 
-def _parse_all(files, stage, workers):
+def _parse_all(files, stage, workers, progress=None):
+    """Parse each file (on a pool when there are several); the summaries in the order of ``files``."""
     jobs = [(f, stage / f"f{i}") for i, f in enumerate(files)]
+    report = _progress_report(files, progress)
     n = workers or min(len(jobs), os.cpu_count() or 1)
     if n <= 1 or len(jobs) == 1:
-        return [_parse_one(j) for j in jobs]
+        results = []
+        for i, job in enumerate(jobs):
+            results.append(_parse_one(job))
+            report(i)
+        return results
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["traceparse.ingest.rank"])
@@ -191,13 +201,33 @@ def _parse_all(files, stage, workers):
         # Ctrl-C is held while the workers start: one interrupted half-way through its start would
         # print a traceback of its own once this process is gone
         with _main_not_rerun(), _sigint_held():
-            results = pool.map(_parse_one, jobs)
-        return list(results)
+            futures = {pool.submit(_parse_one, job): i for i, job in enumerate(jobs)}
+        for done in as_completed(futures):
+            if done.exception() is not None:
+                break  # raised below, as the first failed file in order
+            report(futures[done])
+        return [f.result() for f in futures]  # in the order of files, whatever order they finished in
     except BaseException:
         _stop(pool)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _progress_report(files, progress):
+    """``report(i)``: file ``i`` is parsed; calls ``progress`` with the counts so far (a first call, with
+    nothing done, is made here). Without ``progress``, it does nothing."""
+    if progress is None:
+        return lambda _i: None
+    sizes = [f.stat().st_size for f in files]
+    done = []
+    progress(0, len(files), 0, sum(sizes))
+
+    def report(i):
+        done.append(sizes[i])
+        progress(len(done), len(files), sum(done), sum(sizes))
+
+    return report
 
 
 @contextmanager
@@ -250,13 +280,19 @@ def _die_with(parent: int):
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs. A zombie (killed, not yet waited for by its parent) does not: a parent
+    that reads the load's stderr until it closes waits for the workers, which hold it open."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: what kill says
+    return state != b"Z"
 
 
 STALE = re.compile(r"^(?:\.[^/]*\.duckdb\.(\d+)\.tmp(?:\.wal)?|traceparse-(?:stage-)?(\d+)-[^/]*)$")

@@ -40,6 +40,18 @@ METRICS = {
         "below 0 (compute anchored in a window may run past its end)",
         "each as a share of window_ns, the step window's length",
     ),
+    "timeline": (
+        "Timeline of one step",
+        "the step: among the steps every rank has a window for (step_windows), the one whose window length "
+        "averaged over the ranks is the median (the lower of an even count; ties: the lower step; without "
+        "ProfilerStep#N the whole-trace window); per rank, kind ('compute', 'comm') and strategy ('untagged' "
+        "when none), the union (interval_pieces) of its compute_intervals and counted comm_intervals anchored in "
+        "that window, one bar per piece, named after its longest interval; past max_bars (3000) bars, the bars "
+        "of one rank, kind and strategy at most merge_gap_ns apart are merged (the least gap that fits; "
+        "aggregated, merged = bars merged away)",
+        "start_ns from one origin for all ranks, origin_ns: the earliest start of the step's windows (one "
+        "clock for the run); dur_ns; windows: each rank's window from the same origin",
+    ),
     "comm_ops": (
         "Communication operations",
         "rows of comm_ops: one per collective or point-to-point call per rank, however many events show it",
@@ -75,5 +87,61 @@ METRICS = {
         "Untagged communication",
         "comm_ops rows no tagging rule matched",
         "share = their time / all communication time",
+    ),
+    # The metrics of a run (traceparse.run_metrics) that traceparse compare compares; bubble, overlap.<strategy>
+    # and imbalance.max_over_mean are the checks' numbers: traceparse explain bubble / overlap / imbalance.
+    "step_time_p95": (
+        "Step time of the run: step_time.mean and step_time.p95",
+        "over every (rank, step) window of a profiled step (summary.per_step window_ns): step_time.mean = their "
+        "mean; step_time.p95 = their nearest-rank 95th percentile, the smallest window with at least 95% of the "
+        "windows at or below it (with few windows, nearly the longest)",
+        "ns per step; lower is better",
+    ),
+    "exposed_comm": (
+        "Exposed communication per strategy: exposed_comm.<strategy>",
+        "numerator: overlap.per_strategy[<strategy>].exposed_ns, the strategy's communication not under compute "
+        "summed over every rank's step windows (traceparse explain overlap); denominator: the number of (rank, "
+        "step) windows",
+        "ns per rank per step; lower is better",
+    ),
+    "bytes": (
+        "Bytes per strategy: bytes.<strategy>",
+        "comm_volume.per_strategy[<strategy>].measured_bytes: the bytes a rank sends for the strategy per profiled "
+        "step in the notes' metric (traceparse explain comm_volume), averaged over the loaded ranks",
+        "bytes per rank per step; lower is better",
+    ),
+    "straggler": (
+        "Straggler rank: imbalance.straggler",
+        "imbalance.straggler_rank, the rank the others wait for at their collectives (traceparse explain "
+        "imbalance); absent when no rank stands out",
+        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression",
+    ),
+    "per_microbatch": (
+        "Per micro-batch: <id>_per_microbatch",
+        "numerator: a per-step metric (step_time.mean, step_time.p95, exposed_comm.<strategy>, bytes.<strategy>); "
+        "denominator: layout.microbatches, the micro-batches per optimizer step (the pipeline's m, or the "
+        "gradient-accumulation passes; traceparse explain layout)",
+        "the metric's unit per micro-batch; traceparse compare compares these instead of the per-step metrics when "
+        "the two runs differ in micro-batches per step (the same micro-batch size: more micro-batches are "
+        "proportionally more work per step), and says so",
+    ),
+    "compare": (
+        "Comparison of two runs: traceparse compare BASE NEW",
+        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, bytes; per micro-batch "
+        "when the micro-batches per step differ): delta = new - base, relative = delta / base (none when base is "
+        "0), its threshold and whether it regressed (traceparse explain regression); layout changes first, a "
+        "change of parallel degrees said plainly; a metric of one run only is reported, never a regression",
+        "the verdict: regressed (exit 1) when any metric regressed, else ok (exit 0); bad input exits 2",
+    ),
+    "regression": (
+        "Regression of a metric",
+        "a move in the metric's worse direction (lower or higher is better) by more than its threshold: "
+        "|relative| > N for a threshold 'N%' (a base of 0 exceeds any), |delta| > X for an absolute one 'X' in the "
+        "metric's unit; thresholds per group or id in rules/compare_thresholds.toml (an id overrides its group, a "
+        "per-micro-batch id takes its per-step id's), overridden by --threshold KEY=VALUE (an override of a group "
+        "replaces its ids' defaults too); exposed communication "
+        "under the [floor] fraction of the new run's mean step time is not gated; layout never regresses by size; "
+        "imbalance.straggler regresses when a straggler appears or the straggler rank changes",
+        "delta 0 never regresses: a run compared with itself is ok",
     ),
 }

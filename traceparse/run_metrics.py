@@ -10,6 +10,8 @@ Groups and ids:
 - ``imbalance.max_over_mean``: slowest rank's step time over the mean; ``imbalance.straggler``: its rank
 - ``bytes.<strategy>``: bytes per rank per step, comm_volume.per_strategy[].measured_bytes
 - ``layout.<key>``: the inferred layout (dp, tp, pp, ..., pp_schedule, microbatches)
+- ``<id>_per_microbatch`` for each step_time, exposed_comm and bytes metric: its value / layout.microbatches
+  (same group, unit and direction), the per-step work when runs differ in micro-batches per step
 """
 
 from dataclasses import asdict, dataclass
@@ -17,6 +19,8 @@ from dataclasses import asdict, dataclass
 from .tagging.layout import KEYS as LAYOUT_KEYS
 
 GROUPS = ("layout", "step_time", "exposed_comm", "bubble", "overlap", "imbalance", "bytes")
+PER_STEP_GROUPS = ("step_time", "exposed_comm", "bytes")  # per step; also per micro-batch (PER_MICROBATCH)
+PER_MICROBATCH = "_per_microbatch"
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,23 @@ def run_metrics(doc: dict) -> dict[str, Metric]:
     """Every metric of the analyze document ``doc``, by id (metrics without a value are left out)."""
     out = [*_layout(doc), *_step_time(doc), *_exposed(doc), *_bubble(doc), *_overlap(doc), *_imbalance(doc),
            *_bytes(doc)]
+    out += list(_per_microbatch(out))
     return {m.id: m for m in out if m.value is not None}
+
+
+def per_step_id(metric_id: str) -> str:
+    """The per-step metric a per-micro-batch metric divides (any other id: itself)."""
+    return metric_id.removesuffix(PER_MICROBATCH)
+
+
+def _per_microbatch(metrics):
+    """Each per-step metric over the micro-batches per step (layout.microbatches), when that is known."""
+    m = next((x.value for x in metrics if x.id == "layout.microbatches"), None)
+    if not isinstance(m, int) or m < 1:
+        return
+    for x in metrics:
+        if x.group in PER_STEP_GROUPS and x.value is not None:
+            yield Metric(x.id + PER_MICROBATCH, x.group, x.value / m, x.unit, x.better)
 
 
 def _layout(doc):

@@ -6,7 +6,7 @@ Each case gets a folder with ``in/`` (its files; the working directory), ``tmp/`
 empty, RLIMIT_AS set in ``preexec_fn`` (memory) and core dumps off, and a marker in its environment
 that every descendant inherits. After it exits, anything still alive in its process group or
 carrying the marker is a survivor (then killed), and anything in ``tmp/`` or a temporary file in
-``cache/`` is a leftover. Peak memory is the main process's ``ru_maxrss`` (``os.wait4``).
+``cache/`` is a leftover. Peak memory is the main process's VmHWM, sampled until it exits (peak_rss_mb).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import resource
 import shlex
 import shutil
@@ -139,13 +140,28 @@ def spawn(cmd, sb: Sandbox, mem_limit_mb: int, tag: str):
     return p
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The process's own peak resident memory (VmHWM of its address space), 0 once it is gone.
+
+    Not wait4's ru_maxrss: Linux carries the pre-exec peak of a forked child into it, and a child
+    forked from a large harness (the full campaign holds its cases, about 1 GB) would show that."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            m = re.search(r"VmHWM:\s+(\d+)", f.read())
+    except OSError:
+        return 0.0
+    return int(m[1]) / 1024 if m else 0.0
+
+
 def wait(p, timeout: float, tick=None) -> tuple[int, float, bool]:
-    """Wait for ``p`` (reaping it with wait4 for its peak memory); kill its group past ``timeout``.
-    Returns (exit code, peak RSS in MB, timed out)."""
+    """Wait for ``p``, sampling its peak memory (peak_rss_mb) until it exits; kill its group past
+    ``timeout``. Returns (exit code, peak RSS in MB, timed out)."""
     t0 = time.monotonic()
     delay = 0.005
     timed_out = False
+    peak = 0.0
     while True:
+        peak = max(peak, peak_rss_mb(p.pid))
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
@@ -162,7 +178,7 @@ def wait(p, timeout: float, tick=None) -> tuple[int, float, bool]:
     p.returncode = os.waitstatus_to_exitcode(status)
     for f in p._files:
         f.close()
-    return p.returncode, ru.ru_maxrss / 1024, timed_out
+    return p.returncode, peak, timed_out
 
 
 def _killpg(pgid):

@@ -18,6 +18,7 @@ from .layout import (
     untagged,
 )
 from .summary import load_issues, run_info, summary
+from .timeline import timeline
 
 VERSION = 1
 
@@ -59,6 +60,7 @@ def document(con, top=10, stated=None) -> dict:
         "untagged": untagged(con),
         "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
+        "timeline": timeline(con),
     })
 
 

@@ -5,6 +5,7 @@ taken from a trace reaches the page escaped (``text``) or as JSON that cannot cl
 
 import html
 import json
+import os
 from functools import cache
 
 # no request of any kind: scripts and styles inline only, images as data: URLs (Vega's own exports)
@@ -31,8 +32,9 @@ TEMPLATE = """<!doctype html>
 {body}
 <script>
 const specs = {specs};
+window.chartViews = {{}};  // id -> Vega view, for the page's own controls (view.signal(...))
 for (const [id, spec] of Object.entries(specs)) {{
-  vegaEmbed('#' + id, spec, {{actions: false, renderer: 'svg'}}).catch(e => {{
+  vegaEmbed('#' + id, spec, {{actions: false, renderer: 'svg'}}).then(r => {{ chartViews[id] = r.view; }}).catch(e => {{
     const el = document.getElementById(id); el.textContent = 'chart failed: ' + e; el.className = 'chart-error';
     console.error(e);
   }});
@@ -58,12 +60,31 @@ def script_json(value) -> str:
 
 @cache
 def vega_bundle() -> str:
-    """Vega, Vega-Lite (the version Altair writes) and vega-embed as one script, from vl-convert."""
+    """Vega, Vega-Lite (the version Altair writes) and vega-embed as one script, from vl-convert; kept in
+    the cache folder once built (building it takes seconds)."""
+    from importlib.metadata import version as installed
+
     import altair as alt
-    import vl_convert as vlc
+
+    from ..load import cache_dir
 
     version = "v" + ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return vlc.javascript_bundle(vl_version=version).replace("</script", "<\\/script")
+    saved = cache_dir() / f"vega-bundle-{installed('vl-convert-python')}-{version}.js"
+    try:
+        return saved.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    import vl_convert as vlc
+
+    js = vlc.javascript_bundle(vl_version=version).replace("</script", "<\\/script")
+    try:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        tmp = saved.with_name(f".{saved.name}.{os.getpid()}.tmp")
+        tmp.write_text(js, encoding="utf-8")
+        os.replace(tmp, saved)
+    except OSError:
+        pass  # a read-only cache: build it again next time
+    return js
 
 
 def render_page(title: str, body: str, specs: dict[str, dict]) -> str:

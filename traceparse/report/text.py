@@ -3,6 +3,8 @@
 A value the trace does not give (None) prints as ``-``, never as 0.
 """
 
+from ..analyzers.base import SEVERITY, at_least
+
 
 def ms(ns):
     """Nanoseconds as milliseconds; ``-`` when unknown."""
@@ -36,6 +38,8 @@ def render(doc: dict) -> str:
         f"backend {', '.join(run['backend']) or 'unknown'}, devices {', '.join(run['devices']) or 'not recorded'}",
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
         f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
+        "",
+        render_findings(doc),
         "",
         render_layout(doc),
         "",
@@ -139,12 +143,35 @@ def _val(v):
     return "?" if v is None else v
 
 
+def _flagged(doc) -> dict:
+    """The checks at warn or fail, fail first (in the document's order within a status)."""
+    bad = [(cid, c) for cid, c in doc["checks"].items() if at_least(c["status"], "warn")]
+    return dict(sorted(bad, key=lambda item: -SEVERITY[item[1]["status"]]))
+
+
+def check_lines(cid, c, findings=True, note=None) -> list[str]:
+    """``  <check>: <status> (<reason or note>)`` and, with ``findings``, one ``    - `` line per finding."""
+    head = f"  {cid}: {c['status']}"
+    if c.get("reason") or note:
+        head += f" ({c.get('reason') or note})"
+    return [head] + ([f"    - {f}" for f in c.get("findings", [])] if findings else [])
+
+
+def render_findings(doc) -> str:
+    """What to look at first: the checks at warn or fail with their findings."""
+    flagged = _flagged(doc)
+    if not flagged:
+        return "findings: no check at warn or fail"
+    out = [f"findings: {len(flagged)} of {len(doc['checks'])} checks at warn or fail (explain: <check>)"]
+    for cid, c in flagged.items():
+        out += check_lines(cid, c)
+    return "\n".join(out)
+
+
 def render_checks(doc) -> str:
+    """Every check's status; the findings of those at warn or fail are in render_findings, at the top."""
+    flagged = _flagged(doc)
     out = ["checks (explain: <check>)"]
     for cid, c in doc["checks"].items():
-        head = f"  {cid}: {c['status']}"
-        if c.get("reason"):
-            head += f" ({c['reason']})"
-        out.append(head)
-        out += [f"    - {f}" for f in c.get("findings", [])]
+        out += check_lines(cid, c, findings=cid not in flagged, note="findings at the top" if cid in flagged else None)
     return "\n".join(out)

@@ -1,0 +1,212 @@
+"""Compare two runs metric by metric: the document of ``traceparse compare BASE NEW``.
+
+``compare_metrics(base, new, thresholds)`` takes two metric sets of ``traceparse.run_metrics`` and
+returns the comparison; ``compare_runs(base_doc, new_doc, thresholds)`` does the same for two analyze
+documents and names the runs. ``load_thresholds(overrides)`` reads rules/compare_thresholds.toml and
+applies ``--threshold KEY=VALUE`` overrides. Rendering is in ``traceparse.report.compare``.
+
+A metric regresses when it moves in its worse direction (Metric.better) by more than its threshold
+(``traceparse explain regression``). When the runs differ in micro-batches per step, the per-step
+groups (step time, exposed communication, bytes) are compared per micro-batch.
+"""
+
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib.resources import files
+
+from .errors import TraceError
+from .tagging.layout import KEYS as LAYOUT_KEYS
+from .run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, per_step_id, run_metrics
+
+VERSION = 1
+THRESHOLDS_FILE = "compare_thresholds.toml"
+DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
+STRAGGLER = "imbalance.straggler"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One threshold: how far a metric may move in its worse direction."""
+
+    key: str  # the metric group or id it is given for
+    text: str  # as given: "15%" or "0.05"
+    relative: bool  # True: a fraction of the base value; False: absolute, in the metric's unit
+    value: float
+
+    def exceeded(self, base: float, delta: float) -> bool:
+        if not self.relative:
+            return abs(delta) > self.value
+        return delta != 0 if base == 0 else abs(delta / base) > self.value
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    limits: dict  # group or metric id -> Limit
+    floors: dict  # group -> fraction of the new run's mean step time below which it is not gated
+
+    def limit(self, metric: Metric) -> Limit | None:
+        """The metric id's own threshold, else its per-step id's, else its group's."""
+        for key in (metric.id, per_step_id(metric.id), metric.group):
+            if key in self.limits:
+                return self.limits[key]
+        return None
+
+
+def parse_limit(key: str, value, where: str) -> Limit:
+    """A threshold ``value`` ("5%", "0.03", or a TOML number) for ``key``; bad ones raise TraceError(where)."""
+    group = key.split(".", 1)[0]
+    if group not in GROUPS or group == "layout" or per_step_id(key) == STRAGGLER:
+        gated = ", ".join(g for g in GROUPS if g != "layout")
+        raise TraceError(where, f"{key}={value}: no gated metric group or id {key!r} (groups: {gated}; an id is "
+                         "group.name, e.g. step_time.p95; layout and the straggler rank have no threshold)")
+    text = str(value).strip()
+    relative = text.endswith("%")
+    try:
+        number = float(text.removesuffix("%")) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise TraceError(where, f"{key}={value}: not a threshold; give a percentage (5%) or a number >= 0 in the "
+                         "metric's unit (0.03 for a fraction)")
+    return Limit(key, text, relative, number / 100 if relative else number)
+
+
+def load_thresholds(overrides=()) -> Thresholds:
+    """The defaults of rules/compare_thresholds.toml with ``overrides`` ("KEY=VALUE", group or id) applied."""
+    data = tomllib.loads(files("traceparse.rules").joinpath(THRESHOLDS_FILE).read_text())
+    where = f"rules/{THRESHOLDS_FILE}"
+    defaults = {k: parse_limit(k, v, where) for k, v in data.get("threshold", {}).items()}
+    given = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise TraceError("--threshold", f"{item!r}: expected KEY=VALUE, e.g. step_time=5% or bubble=0.02")
+        given[key.strip()] = parse_limit(key.strip(), value.strip(), "--threshold")
+    # an override of a group replaces the group's defaults, those of its ids included
+    kept = {k: v for k, v in defaults.items() if not any(k == g or k.startswith(g + ".") for g in given)}
+    return Thresholds({**kept, **given}, {k: float(v) for k, v in data.get("floor", {}).items()})
+
+
+def compare_runs(base_doc: dict, new_doc: dict, thresholds: Thresholds) -> dict:
+    """compare_metrics of two analyze documents, with the runs named (files, world size, steps)."""
+    doc = compare_metrics(run_metrics(base_doc), run_metrics(new_doc), thresholds)
+    return {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc}
+
+
+def _run(doc: dict) -> dict:
+    run = doc["run"]
+    return {"files": run["files"], "world_size": run["world_size"], "steps": run["steps"]}
+
+
+def compare_metrics(base: dict[str, Metric], new: dict[str, Metric], thresholds: Thresholds) -> dict:
+    """``{version, layout_changes, notes, metrics, regressions, verdict}`` of NEW against BASE."""
+    changes = [{"key": k.removeprefix("layout."), "base": _value(base, k), "new": _value(new, k)}
+               for k in _ids(base, new) if k.startswith("layout.") and _value(base, k) != _value(new, k)]
+    m_base, m_new = _value(base, "layout.microbatches"), _value(new, "layout.microbatches")
+    per_mb = m_base is not None and m_new is not None and m_base != m_new
+    notes = _notes(changes, m_base, m_new, per_mb)
+    rows = []
+    for k in _ids(base, new):
+        b, n = base.get(k), new.get(k)
+        m = n or b
+        if m.group in PER_STEP_GROUPS and k.endswith(PER_MICROBATCH) != per_mb:
+            continue  # the per-step metric, or its per-micro-batch version: one of them is compared
+        rows.append(_row(m, b, n, thresholds, new, per_mb))
+    regressions = [{"id": r["id"], "note": r["note"]} for r in rows if r["regressed"]]
+    return {"version": VERSION, "layout_changes": changes, "notes": notes, "metrics": rows,
+            "regressions": regressions, "verdict": "regressed" if regressions else "ok"}
+
+
+def _ids(base: dict, new: dict) -> list[str]:
+    """Every metric id of either run, in group order (run_metrics.GROUPS), layout keys in their order, the
+    others as run_metrics lists them."""
+    ids = list(dict.fromkeys([*base, *new]))
+    keys = [f"layout.{k}" for k in LAYOUT_KEYS]
+    return sorted(ids, key=lambda k: (GROUPS.index((base.get(k) or new.get(k)).group), keys.index(k) if k in keys else 0))
+
+
+def _value(metrics: dict, key: str):
+    m = metrics.get(key)
+    return None if m is None else m.value
+
+
+def _notes(changes, m_base, m_new, per_mb) -> list[str]:
+    notes = []
+    degrees = [c for c in changes if c["key"] in DEGREES]
+    if degrees:
+        what = ", ".join(f"{c['key']} {c['base']} -> {c['new']}" for c in degrees)
+        notes.append(f"the runs have different parallel layouts ({what}): their metrics are compared as they are, "
+                     "and a difference reflects the layout as much as the change under test")
+    if per_mb:
+        notes.append(f"micro-batches per step differ ({m_base} -> {m_new}): step time, exposed communication and "
+                     f"bytes are compared per micro-batch (each value / microbatches, ids *{PER_MICROBATCH}; "
+                     "traceparse explain per_microbatch)")
+    elif (m_base is None) != (m_new is None):
+        which = "base" if m_base is None else "new"
+        notes.append(f"micro-batches per step unknown in the {which} run: step time, exposed communication and bytes "
+                     "are compared per step")
+    return notes
+
+
+def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, new: dict, per_mb: bool) -> dict:
+    limit = thresholds.limit(m) if m.better else None
+    row = {"id": m.id, "group": m.group, "unit": m.unit, "better": m.better,
+           "base": None if b is None else b.value, "new": None if n is None else n.value,
+           "delta": None, "relative": None, "threshold": limit.text if limit else None,
+           "threshold_key": limit.key if limit else None, "regressed": False, "note": ""}
+    if m.id == STRAGGLER:
+        row["regressed"], row["note"] = _straggler(row["base"], row["new"])
+        return row
+    if b is None or n is None:
+        row["note"] = f"only in the {'new' if b is None else 'base'} run"
+        return row
+    if m.better is None or not _numeric(b.value) or not _numeric(n.value):
+        row["note"] = "" if b.value == n.value else f"changed: {b.value} -> {n.value}"
+        return row
+    delta = n.value - b.value
+    row["delta"], row["relative"] = delta, (delta / b.value if b.value else None)
+    worse = delta > 0 if m.better == "lower" else delta < 0
+    per = "per micro-batch; " if per_mb and m.group in PER_STEP_GROUPS else ""
+    if delta == 0:
+        row["note"] = per + "unchanged"
+    elif not worse:
+        row["note"] = per + "better"
+    elif limit is None:
+        row["note"] = per + "worse; no threshold"
+    elif _below_floor(m, n.value, thresholds, new, per_mb):
+        row["note"] = (per + f"worse, not gated: under {thresholds.floors[m.group]:.0%} of the step time "
+                       f"([floor] {m.group})")
+    elif limit.exceeded(b.value, delta):
+        row["regressed"] = True
+        by = f"{abs(row['relative']):.1%}" if row["relative"] is not None else "from 0"
+        row["note"] = per + f"worse by {by if limit.relative else _plain(abs(delta))}, over {limit.text} ({limit.key})"
+    else:
+        row["note"] = per + f"worse, within {limit.text} ({limit.key})"
+    return row
+
+
+def _numeric(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _plain(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _below_floor(m: Metric, value: float, thresholds: Thresholds, new: dict, per_mb: bool) -> bool:
+    """A metric with a [floor] under that fraction of the new run's mean step time (both per step or per micro-batch)."""
+    floor = thresholds.floors.get(m.group)
+    step = _value(new, "step_time.mean" + (PER_MICROBATCH if per_mb else ""))
+    return floor is not None and _numeric(step) and value < floor * step
+
+
+def _straggler(base, new) -> tuple[bool, str]:
+    """A straggler appearing, or a different straggler rank, regresses; one going away is better."""
+    if new is None:
+        return False, "" if base is None else f"better: rank {base} is no longer a straggler"
+    if base is None:
+        return True, f"rank {new} became a straggler"
+    if base != new:
+        return True, f"rank {new} became the straggler (was rank {base})"
+    return False, f"rank {new} is still the straggler"
