@@ -1,7 +1,7 @@
 """A run history recorded from real fixture runs through the CLI, as CI records one: ddp4 (commit=a)
 then straggler_ddp4 (commit=b) as job llama-8b, and dp2_tp2 under a job label that is markup. Each
 run writes its HTML report with ``-o`` beside the history. Shared by test_history and test_dashboard
-(the ``recorded_history`` fixture of conftest) and scripts/dashboard_screenshot.py."""
+(the ``recorded_history`` fixture of conftest) and scripts/screenshots.py."""
 
 from __future__ import annotations
 

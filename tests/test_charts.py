@@ -42,40 +42,29 @@ def truth(run):
     return json.loads((RUNS / run / "truth.json").read_text())
 
 
+def nodes(s):
+    """Every (sub)chart of spec ``s``: itself, its layers, concatenations and facet specs."""
+    yield s
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        for sub in s.get(key, []):
+            yield from nodes(sub)
+    if "spec" in s:
+        yield from nodes(s["spec"])
+
+
+def mark_of(node):
+    m = node.get("mark")
+    return m.get("type") if isinstance(m, dict) else m
+
+
 def rows_of(s, mark=None) -> list:
     """The data rows of the (sub)charts of spec ``s`` drawn with ``mark``, from its named datasets."""
-    out = []
-
-    def walk(node):
-        m = node.get("mark")
-        m = m.get("type") if isinstance(m, dict) else m
-        if "data" in node and (mark is None or m == mark):
-            out.extend(s["datasets"][node["data"]["name"]])
-        for key in ("layer", "hconcat", "vconcat", "concat"):
-            for sub in node.get(key, []):
-                walk(sub)
-        if "spec" in node:
-            walk(node["spec"])
-
-    walk(s)
-    return out
+    return [row for n in nodes(s) if "data" in n and (mark is None or mark_of(n) == mark)
+            for row in s["datasets"][n["data"]["name"]]]
 
 
 def marks(s) -> set:
-    found = set()
-
-    def walk(node):
-        if "mark" in node:
-            m = node["mark"]
-            found.add(m.get("type") if isinstance(m, dict) else m)
-        for key in ("layer", "hconcat", "vconcat", "concat"):
-            for sub in node.get(key, []):
-                walk(sub)
-        if "spec" in node:
-            walk(node["spec"])
-
-    walk(s)
-    return found
+    return {mark_of(n) for n in nodes(s) if "mark" in n}
 
 
 def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):

@@ -98,13 +98,13 @@ def test_a_path_that_is_not_a_history_exits_2(kind, tmp_path):
 
 def test_the_page_in_chromium(recorded_history, browser_page, tmp_path):  # noqa: ARG001 -- skips without Chromium
     sys.path.insert(0, str(ROOT / "scripts"))
-    import dashboard_screenshot  # the README's screenshot, taken here into a temporary folder
+    import screenshots  # the README's screenshot, taken here into a temporary folder
 
     png = tmp_path / "dashboard.png"
-    seen = dashboard_screenshot.dashboard_png(recorded_history, png)
+    seen = screenshots.dashboard_png(recorded_history, png)
     assert seen.console_errors == [] and seen.page_errors == []
     assert seen.requests == [] and seen.dialogs == []
     assert seen.charts == len(expected_groups(recorded_history)) and seen.chart_errors == 0
     assert MARKUP in seen.text  # the label shown as text, and nothing ran
     assert not_blank(png) and png.stat().st_size < 400_000
-    assert int.from_bytes(png.read_bytes()[16:20], "big") == dashboard_screenshot.WIDTH  # PNG IHDR width
+    assert int.from_bytes(png.read_bytes()[16:20], "big") == screenshots.WIDTH  # PNG IHDR width
