@@ -115,18 +115,24 @@ def members(text, problems, what: str):
         return None, "malformed JSON (brackets do not balance, or text follows the object)"
     if sc.extra_commas:
         problems[f"{what} with an extra comma between members: read anyway"] += 1
-    out = []
-    for v in sc.values:
+    found = keyed(sc.values, problems, f"{what} with a member that is not key: value: member ignored",
+                  lambda reason: f"{what} with an unreadable member key ({reason}): member ignored")
+    return list(found), None
+
+
+def keyed(values, problems, not_a_pair: str, bad_key: str):
+    """(key, value text) of each scanned member (scan.Value); one that is no key: value pair, or whose
+    key does not decode, is counted under ``not_a_pair`` or ``bad_key(why)`` and skipped."""
+    for v in values:
         if v.colon < 0:
-            problems[f"{what} with a member that is not key: value: member ignored"] += 1
+            problems[not_a_pair] += 1
             continue
         try:
             key = KEY.decode(v.text[: v.colon])
         except DECODE_ERRORS as e:
-            problems[f"{what} with an unreadable member key ({why(e, v.text[: v.colon])}): member ignored"] += 1
+            problems[bad_key(why(e, v.text[: v.colon]))] += 1
             continue
-        out.append((key, v.text[v.colon + 1 :]))
-    return out, None
+        yield key, v.text[v.colon + 1 :]
 
 
 def check_unread(value, problems, message: str) -> bool:
@@ -200,16 +206,8 @@ def _count_failed(failed, prefix: str, problems):
 def header_members(values, header: Header, problems, only_unset: bool):
     """Set ``header``'s fields from scanned top-level members (scan.Value); with ``only_unset``
     (members after traceEvents) a field already set before the events is kept."""
-    for v in values:
-        if v.colon < 0:
-            problems["header member that is not key: value: ignored"] += 1
-            continue
-        try:
-            key = KEY.decode(v.text[: v.colon])
-        except DECODE_ERRORS as e:
-            problems[f"header member with an unreadable key ({why(e, v.text[: v.colon])}): ignored"] += 1
-            continue
-        value = v.text[v.colon + 1 :]
+    for key, value in keyed(values, problems, "header member that is not key: value: ignored",
+                            lambda reason: f"header member with an unreadable key ({reason}): ignored"):
         if key == "traceEvents":
             continue
         if key not in HEADER_FIELDS:
