@@ -284,9 +284,9 @@ def run(ctx):
     rec = dict(zip(("pp_schedule", "microbatches", "virtual_stages"), shape or (None, None, None), strict=True))
     chosen, origin = {}, {}
     for k in rec:
-        for where, src in (("inferred", ctx.layout), ("stated", ctx.stated), ("reconstructed", rec)):
+        for where, src in (("inferred", ctx.layout), ("given", ctx.stated), ("reconstructed", rec)):
             if src.get(k) is not None:
-                chosen[k], origin[k] = src[k], where
+                chosen[k], origin[k] = src[k], ctx.given(k) if where == "given" else where
                 break
         else:
             chosen[k], origin[k] = None, "unknown"

@@ -39,7 +39,7 @@ SQL = sql("comm_volume")
 
 def _kind(f):
     s = f["source"] or ""
-    return "stated" if s.startswith("stated") else "trace" if s.startswith("trace") else "assumed" if s.startswith("assumed") else "unknown"
+    return next((k for k in ("stated", "metadata", "trace", "assumed") if s.startswith(k)), "unknown")
 
 
 def _size(b):

@@ -1,7 +1,7 @@
 """What a check receives: the store, the inferred layout, what the user stated, thresholds."""
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
 
@@ -17,8 +17,13 @@ def thresholds() -> dict:
 class Context:
     con: object  # read-only DuckDB connection to the store
     layout: dict  # traceparse.document.layout.inferred_layout(): values and "evidence"
-    stated: dict  # what the user stated with --layout (degrees, model dims, optimizer)
+    stated: dict  # what is given: --layout (degrees, model dims, optimizer) over the traces' plugin metadata
     limits: dict  # this check's table of rules/thresholds.toml
+    sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent
+
+    def given(self, key) -> str:
+        """Where the given value of ``key`` came from: 'stated' or 'metadata'."""
+        return self.sources.get(key, "stated")
 
     def rows(self, sql, params=None) -> list[dict]:
         return rows(self.con, sql, params)

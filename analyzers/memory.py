@@ -96,7 +96,7 @@ def _sharding(ctx, deg):
         stage = (mf.fact(int(got[0][-1]), f"trace: the dp collectives' variant ({got[0]})") if got
                  else mf.fact(0, f"assumed 0 (nothing sharded): {stage['source']}"))
     if "dp" in ctx.stated:
-        return stage, mf.fact(ctx.stated["dp"], "stated (dp)")
+        return stage, mf.fact(ctx.stated["dp"], f"{ctx.given('dp')} (dp)")
     got = ctx.con.execute("SELECT group_size FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL "
                           "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()
     if got:

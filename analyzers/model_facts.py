@@ -27,7 +27,7 @@ def fact(value, source):
 
 def stated(ctx, key, unit=""):
     v = ctx.stated.get(key)
-    return None if v is None else fact(v, f"stated ({key}{unit})")
+    return None if v is None else fact(v, f"{ctx.given(key)} ({key}{unit})")
 
 
 def run_shape(ctx) -> dict:
@@ -42,7 +42,7 @@ def degrees(ctx) -> dict:
     out = {}
     for k in DEGREES + ("zero_stage", "microbatches", "virtual_stages"):
         if k in ctx.stated:
-            out[k] = fact(ctx.stated[k], f"stated ({k})")
+            out[k] = fact(ctx.stated[k], f"{ctx.given(k)} ({k})")
         elif ctx.layout.get(k) is not None:
             out[k] = fact(ctx.layout[k], f"trace: {ctx.layout['evidence'][k]}")
         elif k in ("microbatches", "virtual_stages"):
@@ -80,7 +80,7 @@ def _grad_bytes(ctx, shape):
 
 def _stated_phi(ctx, split: int, caveat: str) -> dict:
     """Stated params divided by the tp x pp split of the model."""
-    return fact(ctx.stated["params"] / split, f"stated params / (tp x pp) = {ctx.stated['params']} / {split}"
+    return fact(ctx.stated["params"] / split, f"{ctx.given('params')} params / (tp x pp) = {ctx.stated['params']} / {split}"
                 f" (assumes every parameter is split by TP and PP{caveat})")
 
 
@@ -175,15 +175,20 @@ def activation(ctx, shape, deg) -> dict:
         vals = [out[k]["value"] for k in ("micro_batch", "seq", "hidden")]
         kinds = {out[k]["source"].split(" ")[0].rstrip(":") for k in ("micro_batch", "seq", "hidden")}
         out["bSH"] = fact(math.prod(vals) if None not in vals else None,
-                          f"{'stated' if kinds == {'stated'} else 'trace'}: b x S x H" if None not in vals else "b, S or H unknown")
+                          f"{_given_kind(kinds)}: b x S x H" if None not in vals else "b, S or H unknown")
     return out
+
+
+def _given_kind(kinds: set) -> str:
+    """'stated' when all came from --layout, 'metadata' when all were given (some by the plugin), else 'trace'."""
+    return "stated" if kinds <= {"stated"} else "metadata" if kinds <= {"stated", "metadata"} else "trace"
 
 
 def layers_local(ctx, shape, deg) -> dict:
     """Transformer layers per device (L / N_PP): stated layers, else attention calls (or norms / 2) per micro-batch."""
     pp, m = deg["pp"]["value"] or 1, deg["microbatches"]["value"] or 1
     if "layers" in ctx.stated:
-        return fact(ctx.stated["layers"] / pp, f"stated layers / pp = {ctx.stated['layers']} / {pp}")
+        return fact(ctx.stated["layers"] / pp, f"{ctx.given('layers')} layers / pp = {ctx.stated['layers']} / {pp}")
     for names, per, what in ((ATTENTION, 1, "scaled_dot_product_attention calls"),
                              (ATTENTION_KERNELS, 1, "attention kernels"),
                              (NORMS, 2, "norm calls / 2 (pre-norm: two per layer)")):
@@ -200,7 +205,7 @@ def layers_local(ctx, shape, deg) -> dict:
 def kv_ratio(ctx, shape) -> dict:
     """N_kv / N_q: stated kv_heads / heads, else the heads of k and q at scaled_dot_product_attention, else 1 (MHA)."""
     if "kv_heads" in ctx.stated and "heads" in ctx.stated:
-        return fact(ctx.stated["kv_heads"] / ctx.stated["heads"], "stated kv_heads / heads")
+        return fact(ctx.stated["kv_heads"] / ctx.stated["heads"], f"{ctx.given('kv_heads')} kv_heads / heads")
     dims, _ = _mode_dims(ctx, ATTENTION + ATTENTION_KERNELS, shape)
     if dims and len(dims) >= 2 and len(dims[0]) == 4 and len(dims[1]) == 4 and dims[0][1]:
         return fact(dims[1][1] / dims[0][1], f"trace: heads of k / q at attention ({dims[1][1]} / {dims[0][1]})")
@@ -222,7 +227,7 @@ def top_k(ctx) -> dict:
 def optimizer(ctx) -> dict:
     """{name, n_opt}: stated n_opt / optimizer, else the Optimizer.step#<Name>.step annotations."""
     name = ctx.stated.get("optimizer")
-    src = "stated (optimizer)"
+    src = f"{ctx.given('optimizer')} (optimizer)"
     if name is None:
         names = [r[0] for r in ctx.con.execute(
             "SELECT DISTINCT regexp_extract(name, '^Optimizer\\.step#([^.]+)\\.step', 1) FROM events "
@@ -234,7 +239,7 @@ def optimizer(ctx) -> dict:
         return {"name": fact(name, src), "n_opt": stated(ctx, "n_opt")}
     key = (name or "").lower()
     if key in N_OPT:
-        how = "stated" if src.startswith("stated") else "trace"
+        how = src.split(" ")[0].rstrip(":")  # stated, metadata or trace
         return {"name": fact(name, src), "n_opt": fact(N_OPT[key], f"{how}: {name} keeps {N_OPT[key]} state tensors per parameter")}
     if key in ("sgd", "fusedsgd"):
         mom = _sgd_momentum(ctx, name)

@@ -179,3 +179,9 @@ def test_regenerate_smallest(tmp_path):
 
     run_dir = generate("ddp2", tmp_path)
     check_run(run_dir)
+    # recorded through the profiler plugin: analyzed with no flags, the metadata gives layout, volume and memory
+    from test_profiler_plugin import check_plugin_run
+
+    import traceparse
+
+    check_plugin_run(traceparse.analyze([run_dir], use_cache=False), json.loads((run_dir / "truth.json").read_text()))

@@ -76,6 +76,19 @@ METRICS = {
         "(m x v to the second stage, m x (v - 1) wrapping around from the last) or the schedule annotations",
         "each value with its evidence; null when unknown (docs/parallelism.md 1, 3.1, 3.2, 5)",
     ),
+    "metadata": (
+        "Configuration declared by the traces (profiler plugin)",
+        "the `traceparse` key traceparse.profiler writes into each rank's trace: degrees from the mesh dimensions "
+        "(or the groups named by the caller or held by DDP / FSDP2 / ZeroRedundancyOptimizer), each dimension's "
+        "axis read from its name; a mesh covering the world sets the model axes it does not name to 1 and dp to "
+        "the world over them; zero_stage from the wrappers; params and layers = the modules' parameters (a "
+        "DTensor counts whole) and blocks summed over one pipeline group, params left undeclared under expert "
+        "parallelism; the other model dims and the optimizer from the lowest rank that has them. The checks take "
+        "each key stated with --layout, else declared here (source 'metadata'), else inferred from the trace",
+        "each declared key is checked against the inferred layout (layout_check, source 'metadata'): a "
+        "contradiction is reported, the inferred layout is never overridden; ranks without metadata and "
+        "disagreeing ranks are noted",
+    ),
     "collectives": (
         "Collectives per rank per step",
         "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "

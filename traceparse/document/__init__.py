@@ -8,7 +8,9 @@
 
 import json
 
+from .declared import declared
 from .layout import (
+    STATED_KEYS,
     collectives,
     compare_stated,
     inferred_layout,
@@ -28,15 +30,28 @@ def _plain(doc: dict) -> dict:
     return json.loads(json.dumps(doc, default=str))
 
 
-def _layout_sections(con, stated: dict) -> dict:
+def given(con, stated: dict) -> tuple[dict, dict, dict]:
+    """(values, sources, metadata section): what the user stated, over what the traces' metadata declares;
+    sources say ``stated`` or ``metadata`` per key."""
+    meta = declared(con)
+    known = {k: v for k, v in meta["values"].items() if k in STATED_KEYS}
+    values = {**known, **stated}
+    sources = {k: "stated" if k in stated else "metadata" for k in values}
+    return values, sources, meta
+
+
+def _layout_sections(con, stated: dict) -> tuple[dict, dict, dict]:
+    """(the layout, metadata and layout_check sections; the given values; their sources)."""
     layout = inferred_layout(con)
-    check = {"stated": compare_stated(layout, stated), "lint": lint(con, layout, stated)}
-    return {"layout": layout, "layout_check": check}
+    values, sources, meta = given(con, stated)
+    check = {"stated": compare_stated(layout, values, sources), "lint": lint(con, layout, values)}
+    return {"layout": layout, "metadata": meta, "layout_check": check}, values, sources
 
 
 def layout_document(con, stated=None) -> dict:
-    """``{layout, layout_check: {stated, lint}}``: the inferred layout with its evidence, checked against ``stated``."""
-    return _plain(_layout_sections(con, stated or {}))
+    """``{layout, metadata, layout_check: {stated, lint}}``: the inferred layout with its evidence, checked against
+    what ``stated`` and the traces' metadata declare."""
+    return _plain(_layout_sections(con, stated or {})[0])
 
 
 def tags_document(con) -> dict:
@@ -48,9 +63,8 @@ def document(con, top=10, stated=None) -> dict:
     """The document of the run in the store ``con`` (version ``VERSION``)."""
     from ..checks import run_checks
 
-    stated = stated or {}
-    lay = _layout_sections(con, stated)
-    checks = run_checks(con, lay["layout"], stated)
+    lay, values, sources = _layout_sections(con, stated or {})
+    checks = run_checks(con, lay["layout"], values, sources)
     return _plain({
         "version": VERSION,
         "run": run_info(con),

@@ -79,16 +79,17 @@ def _text_value(key: str, v, source: str | None) -> str:
     return v
 
 
-def compare_stated(layout: dict, stated: dict) -> list[dict]:
-    """Each stated layout key against the inferred value; the trace's evidence is never overridden."""
+def compare_stated(layout: dict, stated: dict, sources: dict | None = None) -> list[dict]:
+    """Each given layout key (``sources``: 'stated' or 'metadata' per key) against the inferred value; the trace's
+    evidence is never overridden."""
     out = []
     for k in KEYS:
         if k not in stated:
             continue
         got = layout.get(k)
         status = "not inferred" if got is None else "agrees" if got == stated[k] else "contradicts"
-        out.append({"key": k, "stated": stated[k], "inferred": got, "status": status,
-                    "evidence": layout["evidence"][k]})
+        out.append({"key": k, "stated": stated[k], "source": (sources or {}).get(k, "stated"), "inferred": got,
+                    "status": status, "evidence": layout["evidence"][k]})
     return out
 
 

@@ -89,6 +89,7 @@ class Header(msgspec.Struct):
     profile_memory: Any = None
     record_shapes: Any = None
     traceName: Any = None
+    traceparse: Any = None  # the profiler plugin's metadata (traceparse.ingest.plugin_metadata)
     traceEvents: list[Event] = []
 
 

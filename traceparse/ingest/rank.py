@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceError
 from .columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
+from .plugin_metadata import read_metadata
 from .split import TraceSplitter
 
 SCHEMAS = {"events": EVENTS, "comm_args": COMM_ARGS, "op_args": OP_ARGS, "threads": THREADS, "memory": MEMORY}
@@ -118,6 +119,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         "pg_config": [_process_group(pg, world_size, issues) for pg in pgs if isinstance(pg, dict)],
         "n_events": n_all,
         "n_complete": n_complete,
+        "plugin": read_metadata(h.traceparse, world_size, issues),
         "issues": issues,
     }
 

@@ -99,11 +99,22 @@ def render_layout(doc) -> str:
     keys = ["dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages", "dp_replicate", "dp_shard"]
     out = ["layout (inferred; explain: layout)", "  " + "  ".join(f"{k}={_val(lay[k])}" for k in keys)]
     out += [f"  {k}: {lay['evidence'][k]}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
+    out += _metadata_lines(doc.get("metadata") or {})
     check = doc.get("layout_check", {})
     for c in check.get("stated", []):
-        out.append(f"  stated {c['key']}={c['stated']}: {c['status']} (inferred {_val(c['inferred'])})")
+        out.append(f"  {c.get('source', 'stated')} {c['key']}={c['stated']}: {c['status']} (inferred {_val(c['inferred'])})")
     out += [f"  warning: {w}" for w in check.get("lint", [])]
     return "\n".join(out)
+
+
+def _metadata_lines(meta) -> list[str]:
+    """The configuration the traces declare (profiler plugin), the values the checks take from it."""
+    if not meta.get("present"):
+        return []
+    vals = meta["values"]
+    head = (f"  metadata (traceparse profiler plugin v{meta['version']}, torch {meta.get('torch_version') or '?'}, "
+            f"ranks {_ranks(meta['ranks'])}): " + "  ".join(f"{k}={_val(v)}" for k, v in vals.items()))
+    return [head] + [f"  metadata note: {n}" for n in meta["notes"]]
 
 
 def render_collectives(doc) -> str:

@@ -34,6 +34,8 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
         _insert_meta(con, meta)
         _insert_ranks(con, ranks)
         _insert_groups(con, ranks)
+        _insert_rows(con, "plugin_metadata", [(r["rank"], r["plugin"]["version"], json.dumps(r["plugin"]))
+                                              for r in ranks if r.get("plugin")])
         _insert_rows(con, "load_issues", issues)
         _insert_staged(con, ranks)
         con.execute(sql_file("macros.sql"))
@@ -82,10 +84,27 @@ def _insert_ranks(con, ranks):
     con.executemany(f"INSERT INTO ranks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
 
 
+def _rank_groups(r) -> list[dict]:
+    """The rank's pg_config; the plugin's groups where the trace has none. A group the plugin names a mesh
+    dimension of keeps its pg_config entry, with the dimension added to a description that lacks it."""
+    plugin = (r.get("plugin") or {}).get("groups", [])
+    if not r["pg_config"]:
+        return [{"pg_name": g["name"], "pg_desc": g["desc"] if not g["dim"] else f"{g['desc'] or 'group'} ({g['dim']})",
+                 "pg_size": len(g["ranks"]), "ranks": g["ranks"]} for g in plugin]
+    dims = {g["name"]: g["dim"] for g in plugin if g["dim"]}
+    out = []
+    for pg in r["pg_config"]:
+        dim, desc = dims.get(pg.get("pg_name")), pg.get("pg_desc")
+        if dim and dim not in str(desc):
+            pg = {**pg, "pg_desc": f"{desc} ({dim})"}
+        out.append(pg)
+    return out
+
+
 def _insert_groups(con, ranks):
     rows = []
     for r in ranks:
-        for pg in r["pg_config"]:
+        for pg in _rank_groups(r):
             members = pg.get("ranks")
             rows.append(
                 (

@@ -39,7 +39,9 @@ TABLES = {
         ],
     ),
     "process_groups": (
-        "Process groups from distributedInfo.pg_config, as each rank reports them (a rank lists only its own groups).",
+        "Process groups from distributedInfo.pg_config, as each rank reports them (a rank lists only its own groups); "
+        "where a trace has none, the profiler plugin's groups; a mesh dimension the plugin names a group after is "
+        "added to a description that lacks it.",
         [
             ("rank", "INTEGER", "the reporting rank"),
             ("pg_name", "VARCHAR", "process group name (a number or a hash in PyTorch)"),
@@ -47,6 +49,14 @@ TABLES = {
             ("backend_config", "VARCHAR", "backend per device type, e.g. cuda:nccl"),
             ("pg_size", "INTEGER", "number of ranks in the group"),
             ("ranks", "INTEGER[]", "global ranks of the members, sorted"),
+        ],
+    ),
+    "plugin_metadata": (
+        "What the traceparse profiler plugin wrote into each rank's trace (the `traceparse` key), fields checked.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("version", "INTEGER", "the metadata's version"),
+            ("metadata", "VARCHAR", "JSON: mesh, groups, layout, model, optimizer, sources (traceparse.profiler.metadata)"),
         ],
     ),
     "threads": (

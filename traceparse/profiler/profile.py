@@ -1,0 +1,79 @@
+"""``traceparse.profiler.profile``: ``torch.profiler.profile`` that writes each rank's trace with its metadata."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from torch.profiler import ProfilerAction, ProfilerActivity
+
+from .metadata import METADATA_KEY, collect
+from .model_info import optimizer_facts
+from .writer import TraceWriter
+
+LAYOUT_ARGS = ("microbatches", "pp_schedule", "virtual_stages")
+MODEL_ARGS = ("seq", "micro_batch")
+
+
+def metadata_function(model, mesh, groups, optimizer, facts: dict):
+    """A function returning the metadata, the static part read now (before any window) and the optimizer's state
+    read at each call. ``facts``: ``seq``, ``micro_batch``, ``microbatches``, ``pp_schedule``, ``virtual_stages``,
+    ``layout`` (a dict of degrees, ``zero_stage``, ...) and ``model_facts`` (a dict: ``params``, ``experts``, ...)."""
+    facts = dict(facts)
+    layout = dict(facts.pop("layout", None) or {})
+    given = dict(facts.pop("model_facts", None) or {})
+    for k in LAYOUT_ARGS:
+        if facts.get(k) is not None:
+            layout[k] = facts[k]
+    for k in MODEL_ARGS:
+        if facts.get(k) is not None:
+            given[k] = facts[k]
+    unknown = set(facts) - set(LAYOUT_ARGS) - set(MODEL_ARGS)
+    if unknown:
+        raise TypeError(f"traceparse.profiler: unexpected arguments {sorted(unknown)}")
+    static = collect(model, mesh, groups, optimizer, layout, given)
+
+    def metadata():  # the optimizer's state exists only after its first step
+        return static if optimizer is None else {**static, "optimizer": optimizer_facts(optimizer)}
+
+    return metadata
+
+
+class profile(torch.profiler.profile):  # noqa: N801 (a drop-in for torch.profiler.profile)
+    """``torch.profiler.profile`` writing ``out_dir/rank<r>.json.gz`` (``rank<r>.step<k>.json.gz`` for several
+    windows) with the run's metadata embedded under the ``traceparse`` key.
+
+    ``model`` (the module as wrapped: DDP, FSDP, a pipeline stage ...), ``mesh`` (its DeviceMesh), ``groups``
+    (``{"tp": pg, ...}`` without a mesh), ``optimizer``; ``seq``, ``micro_batch``, ``microbatches``,
+    ``pp_schedule``, ``virtual_stages``; ``layout={...}`` and ``model_facts={...}`` for anything else the module
+    cannot tell. Every other keyword goes to ``torch.profiler.profile`` (default: CPU and, when present, CUDA
+    activities, ``record_shapes=True``, which the analyzer reads message sizes from).
+    """
+
+    def __init__(self, out_dir, *, model=None, mesh=None, groups=None, optimizer=None, compresslevel=6,
+                 seq=None, micro_batch=None, microbatches=None, pp_schedule=None, virtual_stages=None,
+                 layout=None, model_facts=None, **kwargs):
+        if "on_trace_ready" in kwargs:
+            raise TypeError("traceparse.profiler.profile writes the traces itself: use torch.profiler.profile with "
+                            "on_trace_ready=traceparse.profiler.trace_handler(...) for a handler of your own")
+        if kwargs.get("activities") is None:
+            kwargs["activities"] = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        kwargs.setdefault("record_shapes", True)
+        facts = {"seq": seq, "micro_batch": micro_batch, "microbatches": microbatches, "pp_schedule": pp_schedule,
+                 "virtual_stages": virtual_stages, "layout": layout, "model_facts": model_facts}
+        self.writer = TraceWriter(out_dir, metadata_function(model, mesh, groups, optimizer, facts), compresslevel)
+        super().__init__(on_trace_ready=self.writer, **kwargs)
+
+    def start(self):
+        super().start()
+        self._embed()
+
+    def step(self):
+        super().step()
+        self._embed()
+
+    def _embed(self):
+        """Once per window, as soon as the profiler collects (Kineto keeps metadata only while it does)."""
+        if not self.writer.embedded and self.current_action != ProfilerAction.NONE:
+            self.add_metadata_json(METADATA_KEY, json.dumps(self.writer.metadata()))
+            self.writer.embedded = True
