@@ -99,6 +99,13 @@ def test_text_report_says_what_came_from_the_metadata(analyzed):
     assert "  metadata pp=2: agrees (inferred 2)" in text
 
 
+def test_html_run_line_says_the_plugin_declared_the_configuration(analyzed):
+    from traceparse.report.html import run_line
+
+    assert "configuration declared by the profiler plugin on 8 rank(s)</p>" in run_line(analyzed(RUNS / "dp2_pp2_tp2"))
+    assert "profiler plugin" not in run_line(analyzed(RUNS / "ddp4"))
+
+
 def test_runs_without_metadata_work_as_before(analyzed):
     doc = analyzed(RUNS / "ddp4")
     assert doc["metadata"]["present"] is False and doc["layout_check"]["stated"] == []
@@ -274,3 +281,31 @@ def test_plugin_groups_stand_in_for_a_missing_pg_config(tmp_path):
                           "ORDER BY 1").fetchall()
     # DDP's group is the default one: the plugin names it after its DDP role
     assert got == [("0", "default_pg (dp)", [0, 1], "dp")]
+
+
+def test_flight_recorder_dumps_on_a_stalled_step_and_on_an_exception(tmp_path):
+    torch = pytest.importorskip("torch")
+    import time
+
+    import torch.distributed as dist
+
+    from traceparse import profiler
+    from traceparse.ingest.flight_recorder import read_dump
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        with profiler.flight_recorder(tmp_path / "stall", stall_s=0.3, poll_s=0.02) as fr:
+            time.sleep(0.5)  # before the first step: start-up is not watched
+            assert fr.dumped is None
+            dist.all_reduce(torch.ones(3))
+            fr.step()
+            time.sleep(0.6)  # a step that never ends
+            assert fr.dumped == "watchdog: no step for 0.3 s" and fr.written.wait(60)
+        dump = read_dump(tmp_path / "stall" / "fr_rank0.pkl")
+        assert [(e["op"], e["seq"], e["group_ranks"]) for e in dump["entries"]] == [("all_reduce", 1, [0])]
+        with pytest.raises(ValueError), profiler.flight_recorder(tmp_path / "exc") as fr:
+            raise ValueError("boom")
+        assert fr.dumped == "exception: ValueError: boom"
+        assert sorted(p.name for p in (tmp_path / "exc").iterdir()) == ["fr_rank0.json", "fr_rank0.pkl"]
+    finally:
+        dist.destroy_process_group()

@@ -303,6 +303,28 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
     click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_tags(doc))
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@store_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of standard output.")
+def hang(paths, db, no_cache, allow_mixed, fmt, output):
+    """Where the ranks of a hung or crashed job diverge, from Flight Recorder dumps and/or traces in PATHS.
+    Exit 0: no divergence found, 1: a divergence found."""
+    from .document.hang import hang_document
+    from .report.hang import render_hang
+
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        doc = hang_document(con)
+    out = json.dumps(doc, indent=2) if fmt == "json" else render_hang(doc)
+    if output:
+        _write_file(output, out + "\n")
+        click.echo(f"traceparse: report written to {output}", err=True)
+    else:
+        click.echo(out)
+    sys.exit(1 if doc["divergence"] else 0)
+
+
 @main.group()
 def rules():
     """Rule files."""

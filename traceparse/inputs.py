@@ -6,8 +6,10 @@ import zlib
 from pathlib import Path
 
 from .errors import TraceError
+from .ingest.flight_recorder import is_dump
 
 SUFFIXES = (".json", ".json.gz")
+DUMPS = (".pkl", ".pickle")  # Flight Recorder dumps (JSON ones end in .json)
 PEEK = 4 << 20
 
 
@@ -38,8 +40,8 @@ def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
             raise TraceError('""', "empty path argument")
         p = Path(arg)
         if p.is_dir():
-            for q in sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q)):
-                why = not_a_trace(q)
+            for q in sorted(q for q in p.rglob("*") if q.is_file() and (is_trace_name(q) or q.suffix in DUMPS)):
+                why = None if is_dump(q) else not_a_trace(q)
                 if why:
                     skipped.append((q.resolve(), why))
                 else:
@@ -55,7 +57,7 @@ def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
             raise TraceError(arg, "no such file or directory")
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
-        what = "no trace files (*.json, *.json.gz) found"
+        what = "no trace files (*.json, *.json.gz) or Flight Recorder dumps (*.pkl) found"
         if skipped:
             what += f"; skipped {len(skipped)}: " + ", ".join(f"{q.name} ({why})" for q, why in skipped[:3])
         raise TraceError(" ".join(map(str, args)) or None, what)

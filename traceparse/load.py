@@ -91,18 +91,21 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
-        summaries = _parse_all(files, stage, workers, progress)
-        issues = assign_ranks(summaries)
+        parsed = _parse_all(files, stage, workers, progress)
+        dumps = [s for s in parsed if s.get("kind") == "flight_recorder"]
+        summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
+        dumps, dump_issues = _one_dump_per_rank(dumps)
+        issues = dump_issues + (assign_ranks(summaries) if summaries else [])
         issues += check_one_run(summaries, allow_mixed)
         issues += align_clocks(summaries)
         issues += missing_ranks(summaries)
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
         issues += [(str(p), "info", f"skipped: {why}", 1) for p, why in skipped]
         summaries.sort(key=lambda s: s["rank"])
-        meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries]}
+        meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
         from .store.build import build_store
 
-        build_store(tmp, summaries, issues, meta)
+        build_store(tmp, summaries, issues, meta, dumps)
         os.replace(tmp, target)
         if db is None and use_cache:
             _stamp(target)
@@ -347,15 +350,33 @@ def _main_not_rerun():
 
 
 def _parse_one(job):
+    from .ingest.flight_recorder import is_dump, read_dump
     from .ingest.rank import parse_rank_file
 
     path, out = job
     try:
+        if is_dump(path):
+            return {"kind": "flight_recorder", **read_dump(path)}
         return parse_rank_file(path, out)
     except TraceError:
         raise
     except OSError as e:
         raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def _one_dump_per_rank(dumps) -> tuple[list[dict], list[tuple]]:
+    """One dump per rank: of a pickle and a JSON dump of the same rank (the two formats of one dump), the
+    pickle, which keeps the stack frames; two dumps of one format for a rank are refused."""
+    kept = {}
+    for d in sorted(dumps, key=lambda d: (d["rank"], not d["file"].endswith((".pkl", ".pickle")))):
+        first = kept.get(d["rank"])
+        if first is None:
+            kept[d["rank"]] = d
+        elif first["file"].endswith((".pkl", ".pickle")) == d["file"].endswith((".pkl", ".pickle")):
+            raise TraceError(d["file"], f"a second Flight Recorder dump of rank {d['rank']} (the first: {first['file']})")
+    skipped = [(d["file"], "info", f"skipped: the pickle dump of rank {d['rank']} is loaded instead", 1)
+               for d in dumps if kept[d["rank"]] is not d]
+    return list(kept.values()), skipped
 
 
 def _stored_key(db: Path):

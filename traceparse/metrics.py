@@ -89,6 +89,20 @@ METRICS = {
         "contradiction is reported, the inferred layout is never overridden; ranks without metadata and "
         "disagreeing ranks are noted",
     ),
+    "hang": (
+        "Divergence of a hung or crashed job (traceparse hang)",
+        "every rank's calls per group, from Flight Recorder dumps (fr_entries) or else the traces (comm_ops numbered "
+        "per rank and group in issue order): collectives matched across the group's members by sequence number, "
+        "the first number where members differ is the group's divergence: missing_rank (a member never issued it), "
+        "rank_died (the missing member left no dump, or its trace is cut off), op_mismatch, size_mismatch, "
+        "dtype_mismatch; sends and receives paired per direction in issue order, the first without a partner a "
+        "p2p_mismatch. Sequence numbers below the highest first one a member's buffer holds are not compared",
+        "divergence = the group divergence issued first (the others are usually its consequence), with the group's "
+        "ranks, mesh dimension (its description), strategy and variant (the tags of the traces' operations on that "
+        "group and op), entered and missing ranks and each missing rank's last call; last_completed = per rank and "
+        "group the highest sequence number completed (Flight Recorder: state completed, or retired on backends "
+        "that record no completion)",
+    ),
     "collectives": (
         "Collectives per rank per step",
         "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "

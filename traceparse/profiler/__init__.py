@@ -12,11 +12,13 @@ rank's trace (the ``torch`` extra; ``import traceparse`` and the CLI never impor
 or, around a ``torch.profiler.profile`` of your own, ``on_trace_ready=tp_profiler.trace_handler("runs/exp1", ...)``.
 Each rank writes ``runs/exp1/rank<r>.json.gz`` (``rank<r>.step<k>.json.gz`` once there are several profiled
 windows), atomically. The metadata sits under the trace's top-level key ``traceparse`` (``METADATA_KEY``),
-versioned (``VERSION``); its fields are described in ``traceparse.profiler.metadata``.
+versioned (``VERSION``); its fields are described in ``traceparse.profiler.metadata``. ``flight_recorder(run_dir)``
+dumps each rank's Flight Recorder buffer there when the job hangs or raises (``traceparse hang``).
 """
 
+from .flight_recorder import flight_recorder
 from .metadata import METADATA_KEY, VERSION, collect
 from .profile import profile
 from .writer import TraceWriter, trace_handler
 
-__all__ = ["METADATA_KEY", "VERSION", "TraceWriter", "collect", "profile", "trace_handler"]
+__all__ = ["METADATA_KEY", "VERSION", "TraceWriter", "collect", "flight_recorder", "profile", "trace_handler"]

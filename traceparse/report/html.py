@@ -38,6 +38,11 @@ def run_line(doc) -> str:
     parts = [f"{len(run['files'])} rank file(s)", f"world size {run['world_size'] or 'unknown'}",
              f"steps {', '.join(map(str, run['steps'])) or 'none'}", f"layout {degrees or 'no parallelism inferred'}",
              f"backend {', '.join(run['backend']) or 'unknown'}", f"devices {', '.join(run['devices']) or 'CPU only'}"]
+    meta = doc.get("metadata") or {}
+    if meta.get("present"):
+        contradicted = [c["key"] for c in doc["layout_check"]["stated"] if c["status"] == "contradicts"]
+        parts.append(f"configuration declared by the profiler plugin on {len(meta['ranks'])} rank(s)"
+                     + (f", contradicted by the trace on {', '.join(contradicted)}" if contradicted else ""))
     return f'<p class="meta">{text("; ".join(parts))}</p>'
 
 

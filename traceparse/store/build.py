@@ -24,8 +24,14 @@ def macro_connection():
     return con
 
 
-def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
-    """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set."""
+FR_COLUMNS = ("record_id", "pg_name", "pg_desc", "group_ranks", "seq", "p2p_seq", "op_id", "op", "backend", "peer",
+              "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state", "retired", "time_created_ns",
+              "timeout_ms", "frames")
+
+
+def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
+    """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set;
+    ``dumps`` Flight Recorder dumps (traceparse.ingest.flight_recorder.read_dump)."""
     con = duckdb.connect(str(db_path))
     con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
     try:
@@ -37,7 +43,9 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict):
         _insert_rows(con, "plugin_metadata", [(r["rank"], r["plugin"]["version"], json.dumps(r["plugin"]))
                                               for r in ranks if r.get("plugin")])
         _insert_rows(con, "load_issues", issues)
-        _insert_staged(con, ranks)
+        _insert_dumps(con, dumps)
+        if ranks:
+            _insert_staged(con, ranks)
         con.execute(sql_file("macros.sql"))
         _insert_kernel_rules(con)
         con.execute(sql_file("derive.sql"))
@@ -61,6 +69,19 @@ def _insert_rows(con, table, rows):
         con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
 
 
+def _insert_dumps(con, dumps):
+    _insert_rows(con, "fr_dumps", [(d["rank"], d["file"], d["version"], len(d["entries"]), json.dumps(d["pg_status"]))
+                                   for d in dumps])
+    _insert_rows(con, "fr_entries", [(d["rank"], *(e[c] for c in FR_COLUMNS)) for d in dumps for e in d["entries"]])
+    # groups the dump's pg_config leaves out: the traces' process groups, else every rank that dumped calls on it
+    con.execute("""
+        UPDATE fr_entries f SET group_ranks = p.ranks FROM process_groups p
+        WHERE f.group_ranks IS NULL AND p.rank = f.rank AND p.pg_name = f.pg_name AND p.ranks IS NOT NULL;
+        UPDATE fr_entries f SET group_ranks = g.ranks
+        FROM (SELECT pg_name, list_sort(list(DISTINCT rank)) AS ranks FROM fr_entries GROUP BY 1) g
+        WHERE f.group_ranks IS NULL AND g.pg_name = f.pg_name""")
+
+
 def _insert_kernel_rules(con):
     from ..comm_kernels import comm_kernel_rules
 
@@ -75,6 +96,8 @@ def _insert_meta(con, meta):
 
 
 def _insert_ranks(con, ranks):
+    if not ranks:
+        return
     cols = [
         "rank", "rank_source", "world_size", "backend", "device_name", "host", "file", "file_bytes",
         "base_time_ns", "clock_offset_ns", "clock_method", "schema_version", "trace_id", "versions",

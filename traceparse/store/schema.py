@@ -59,6 +59,42 @@ TABLES = {
             ("metadata", "VARCHAR", "JSON: mesh, groups, layout, model, optimizer, sources (traceparse.profiler.metadata)"),
         ],
     ),
+    "fr_dumps": (
+        "Flight Recorder dumps loaded (pickle or JSON; traceparse.ingest.flight_recorder), one row per rank.",
+        [
+            ("rank", "INTEGER", "the rank that dumped (the dump's rank, else the number ending its file name)"),
+            ("file", "VARCHAR", "absolute path of the dump"),
+            ("version", "VARCHAR", "the dump format's version"),
+            ("entries", "BIGINT", "entries in its ring buffer"),
+            ("pg_status", "VARCHAR", "JSON: per group, the last enqueued, started and completed collective sequence ids"),
+        ],
+    ),
+    "fr_entries": (
+        "Flight Recorder entries: one collective or point-to-point call a rank issued, as its ring buffer kept it.",
+        [
+            ("rank", "INTEGER", "the rank"),
+            ("record_id", "BIGINT", "the entry's id in the rank's buffer (issue order)"),
+            ("pg_name", "VARCHAR", "process group name"),
+            ("pg_desc", "VARCHAR", "process group description (default_pg, mesh_tp, ...)"),
+            ("group_ranks", "INTEGER[]", "global ranks of the group: the dump's pg_config (gloo's '' is the default "
+             "group), else the traces' process_groups, else every rank whose dump holds calls on that group"),
+            ("seq", "BIGINT", "collective_seq_id: collectives issued on the group so far on this rank, from 1"),
+            ("p2p_seq", "BIGINT", "p2p_seq_id: point-to-point calls on the group so far (0: not counted)"),
+            ("op_id", "BIGINT", "op_id: collectives and point-to-point calls on the group so far, from 1"),
+            ("op", "VARCHAR", "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, ..."),
+            ("backend", "VARCHAR", "nccl, gloo, ... (the profiling name's prefix)"),
+            ("peer", "INTEGER", "global rank of the other side of a send or receive"),
+            ("input_sizes", "VARCHAR", "JSON: shape of each input tensor"),
+            ("output_sizes", "VARCHAR", "JSON: shape of each output tensor"),
+            ("input_dtypes", "VARCHAR", "JSON: dtype of each input tensor"),
+            ("output_dtypes", "VARCHAR", "JSON: dtype of each output tensor"),
+            ("state", "VARCHAR", "scheduled, started or completed (gloo records only scheduled)"),
+            ("retired", "BOOLEAN", "the work has ended (done or failed) and left the buffer's active set"),
+            ("time_created_ns", "BIGINT", "when the call was issued (ns since the epoch)"),
+            ("timeout_ms", "BIGINT", "the group's timeout"),
+            ("frames", "VARCHAR", "JSON: the Python stack at the call ({name, filename, line}, innermost first)"),
+        ],
+    ),
     "threads": (
         "Names of processes and threads (CPU threads and GPU streams) from the trace's metadata events.",
         [

@@ -1,0 +1,118 @@
+"""traceparse hang on real hung and crashed gloo jobs (fixtures/hangs, made by fixtures/hang.py).
+
+Each case's truth.json is computed by the generator from the job's configuration: which group, op and
+collective number the ranks diverge at, who entered, who did not, and the kind.
+"""
+
+import gzip
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from traceparse.cli import main
+from traceparse.document.hang import hang_document
+from traceparse.load import open_run
+
+HANGS = Path(__file__).resolve().parents[1] / "fixtures" / "hangs"
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+CASES = sorted(p.name for p in HANGS.iterdir() if (p / "truth.json").exists()) if HANGS.exists() else []
+# gloo's Flight Recorder records no send or receive: a point-to-point deadlock leaves no trace in the dumps
+NOT_IN_THE_DUMPS = {"pp_deadlock"}
+
+
+def truth(case):
+    return json.loads((HANGS / case / "truth.json").read_text())
+
+
+def hang(paths):
+    with open_run(paths, use_cache=False) as con:
+        return hang_document(con)
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - NOT_IN_THE_DUMPS))
+@pytest.mark.parametrize("inputs", ["dumps", "dumps+traces"])
+def test_divergence_equals_the_truth(case, inputs):
+    t = truth(case)
+    paths = sorted(map(str, (HANGS / case).glob("fr_rank*.pkl"))) if inputs == "dumps" else [HANGS / case]
+    d = hang(paths)["divergence"]
+    got = {k: d[k] for k in ("kind", "group_ranks", "op", "seq", "entered", "missing", "mesh_dim")}
+    assert got == {k: t[k] for k in got}
+    if inputs == "dumps+traces":  # the strategy from the tags of the traces' operations on that group
+        assert d["strategy"] == t["strategy"]
+
+
+def test_the_tp_hang_names_the_tp_group_not_the_world():
+    doc = hang([HANGS / "tp_hang_in_dp_tp"])
+    t = truth("tp_hang_in_dp_tp")
+    assert doc["divergence"]["group_ranks"] == t["group_ranks"] and doc["divergence"]["pg_desc"] == "mesh_tp"
+    # the data-parallel groups stall after it: reported later, as its consequence
+    later = [(d["group_ranks"], d["entered"], d["missing"]) for d in doc["divergences"][1:]]
+    assert sorted(later) == sorted((b["group_ranks"], b["entered"], b["missing"]) for b in t["blocked_downstream"])
+
+
+def test_a_point_to_point_deadlock_on_gloo_is_said_to_be_invisible_in_the_dumps():
+    doc = hang([HANGS / "pp_deadlock"])
+    assert doc["divergence"] is None
+    assert doc["notes"] == ["every recorded collective matches; the traces show sends and receives, which this "
+                            "backend's Flight Recorder does not record (gloo): a point-to-point deadlock would not "
+                            "show here"]
+
+
+@pytest.mark.parametrize("case", ["skip_allreduce", "pp_deadlock"])
+def test_cli_exit_code_and_json(case):
+    r = CliRunner().invoke(main, ["hang", str(HANGS / case), "--no-cache", "--format", "json"])
+    doc = json.loads(r.output)
+    assert r.exit_code == (0 if case in NOT_IN_THE_DUMPS else 1)
+    assert doc["version"] == 1 and set(doc) >= {"divergence", "last_completed"}
+    if doc["divergence"]:
+        assert doc["divergence"]["kind"] == truth(case)["kind"]
+
+
+def test_last_completed_per_rank_and_group():
+    """skip_allreduce: every rank completed collective 6 of the world group (2 per step, steps 0-2); rank 1 then
+    skipped the 7th, which ranks 0 and 2 issued and never completed."""
+    rows = hang([HANGS / "skip_allreduce"])["last_completed"]
+    assert [(r["rank"], r["group_ranks"], r["seq"]) for r in rows] == [(0, [0, 1, 2], 6), (1, [0, 1, 2], 6),
+                                                                      (2, [0, 1, 2], 6)]
+
+
+def test_dumps_are_in_the_store():
+    r = CliRunner().invoke(main, ["sql", "SELECT count(DISTINCT rank), max(seq) FROM fr_entries", "--no-cache",
+                                  "--format", "csv", str(HANGS / "size_mismatch")])
+    assert r.exit_code == 0 and r.output.splitlines()[1] == f"{truth('size_mismatch')['world_size']},7"
+
+
+class _Boom:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch BOOM",))
+
+
+def test_a_crafted_pickle_runs_no_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fr_rank0.pkl").write_bytes(pickle.dumps({"version": "2.10", "pg_config": {}, "entries": [_Boom()]}))
+    r = CliRunner().invoke(main, ["hang", str(tmp_path / "fr_rank0.pkl"), "--no-cache"])
+    assert r.exit_code == 2 and not (tmp_path / "BOOM").exists()
+    assert r.output.strip().splitlines() == [
+        f"traceparse: error: {tmp_path / 'fr_rank0.pkl'}: not a Flight Recorder dump: it asks for the Python object "
+        "posix.system; a Flight Recorder dump holds only containers and scalars, so it is not loaded (no code from "
+        "it is run)"]
+
+
+def test_from_traces_alone_a_cut_off_rank_is_the_one_that_died(tmp_path):
+    """ddp2 (one gradient all-reduce per step), rank 1's trace cut before its last all-reduce: rank 0 issued it,
+    rank 1's trace ends first. Sequence numbers: the n-th collective a rank issued on the group."""
+    full = gzip.open(RUNS / "ddp2" / "rank1.json.gz").read()
+    at = full.rfind(b'"name": "c10d::allreduce_"')
+    (tmp_path / "rank1.json").write_bytes(full[:at])
+    (tmp_path / "rank0.json.gz").write_bytes((RUNS / "ddp2" / "rank0.json.gz").read_bytes())
+    n = full.count(b'"name": "c10d::allreduce_"')  # rank 0's all-reduces; rank 1 kept all but the last
+    doc = hang([tmp_path])
+    d = doc["divergence"]
+    assert doc["source"] == "traces"
+    assert (d["kind"], d["group_ranks"], d["op"], d["seq"], d["entered"], d["missing"]) == \
+        ("rank_died", [0, 1], "all_reduce", n, [0], [1])
