@@ -37,12 +37,15 @@ def read_metadata(value, world_size, issues: list) -> dict | None:
         return _int(r, 0, (world_size or 1 << 31) - 1)
 
     out = {"version": version}
-    for k in TEXT:
-        if value.get(k) is not None:
-            out[k] = value[k] if _text(value[k]) else bad.append(k)
-    for k in ("rank", "world_size"):
-        if value.get(k) is not None:
-            out[k] = value[k] if _int(value[k], 0 if k == "rank" else 1, (1 << 31) - 1) else bad.append(k)
+    checks = {**{k: _text for k in TEXT}, "rank": lambda v: _int(v, 0, (1 << 31) - 1),
+              "world_size": lambda v: _int(v, 1, (1 << 31) - 1)}
+    for k, ok in checks.items():
+        if value.get(k) is None:
+            continue
+        if ok(value[k]):
+            out[k] = value[k]
+        else:
+            bad.append(k)
     out["mesh"] = _mesh(value.get("mesh"), bad)
     out["groups"] = _groups(value.get("groups"), ranks_ok, bad)
     out["layout"] = _fields(value.get("layout"), "layout", bad, lambda k, v: (
