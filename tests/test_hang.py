@@ -116,3 +116,15 @@ def test_from_traces_alone_a_cut_off_rank_is_the_one_that_died(tmp_path):
     assert doc["source"] == "traces"
     assert (d["kind"], d["group_ranks"], d["op"], d["seq"], d["entered"], d["missing"]) == \
         ("rank_died", [0, 1], "all_reduce", n, [0], [1])
+
+
+def test_from_traces_alone_a_pipeline_stage_cut_off_leaves_its_neighbours_receiving(tmp_path):
+    """pp4_gpipe_m4 with stage 1's trace cut at 60%: the first receive whose send is lost waits on rank 1."""
+    for r in (0, 2, 3):
+        (tmp_path / f"rank{r}.json.gz").write_bytes((RUNS / "pp4_gpipe_m4" / f"rank{r}.json.gz").read_bytes())
+    full = gzip.open(RUNS / "pp4_gpipe_m4" / "rank1.json.gz").read()
+    (tmp_path / "rank1.json").write_bytes(full[:int(len(full) * 0.6)])
+    d = hang([tmp_path])["divergence"]
+    (rank, call), = d["calls"].items()
+    assert (d["kind"], d["op"], d["missing"], call["peer"]) == ("rank_died", "recv", [1], 1)
+    assert d["entered"] == [int(rank)] and int(rank) in (0, 2)  # a neighbouring stage

@@ -44,7 +44,7 @@ def hang_document(con) -> dict:
     for members, group_calls in by_group.items():
         gone = {m for m in members if m not in reporting} | (cut_off & set(members))
         d = _collectives(members, [c for c in group_calls if c["op"] not in P2P], gone)
-        d = d or _p2p(members, [c for c in group_calls if c["op"] in P2P])
+        d = d or _p2p(members, [c for c in group_calls if c["op"] in P2P], gone)
         if d:
             found.append(d)
     found.sort(key=lambda d: d["time_ns"] if d["time_ns"] is not None else float("inf"))
@@ -123,13 +123,17 @@ def _collectives(members, calls, gone) -> dict | None:
     return None
 
 
-def _p2p(members, calls) -> dict | None:
-    """The first send or receive (in issue time) left without its partner."""
+def _p2p(members, calls, gone) -> dict | None:
+    """The first send or receive (in issue time) left without its partner; ``rank_died`` when that partner is gone
+    (no dump, or a cut-off trace)."""
     sends, recvs = defaultdict(list), defaultdict(list)
     for c in sorted(calls, key=lambda c: (c["rank"], c["ord"])):
         if c["peer"] is None:
             continue
-        (sends if c["op"] == "send" else recvs)[(c["rank"], c["peer"]) if c["op"] == "send" else (c["peer"], c["rank"])].append(c)
+        if c["op"] == "send":
+            sends[(c["rank"], c["peer"])].append(c)  # keyed (sender, receiver)
+        else:
+            recvs[(c["peer"], c["rank"])].append(c)
     alone = []
     for pair in set(sends) | set(recvs):
         s, r = sends[pair], recvs[pair]
@@ -139,6 +143,8 @@ def _p2p(members, calls) -> dict | None:
     first = min(alone, key=lambda c: c["time_ns"] or 0)
     both_receive = [c for c in alone if c["op"] == "recv"]
     here = [first] + [c for c in both_receive if c is not first and c["peer"] == first["rank"]]
+    if first["peer"] in gone:
+        return _divergence(members, "rank_died", [first], [first["rank"]], [first["peer"]], None)
     d = _divergence(members, "p2p_mismatch", here, sorted({c["rank"] for c in here}), [], None)
     d["p2p"] = [{"rank": c["rank"], "op": c["op"], "peer": c["peer"]} for c in here]
     return d
@@ -150,7 +156,8 @@ def _divergence(members, kind, here, entered, missing, seq) -> dict:
         "kind": kind, "group_ranks": list(members), "pg_name": first["pg_name"], "pg_desc": first["pg_desc"],
         "mesh_dim": None, "strategy": None, "variant": None, "op": first["op"], "seq": seq,
         "entered": entered, "missing": missing, "time_ns": first["time_ns"],
-        "calls": {str(c["rank"]): {"op": c["op"], "input_sizes": c["input_sizes"], "input_dtypes": c["input_dtypes"],
+        "calls": {str(c["rank"]): {"op": c["op"], "peer": c["peer"], "input_sizes": c["input_sizes"],
+                                   "input_dtypes": c["input_dtypes"],
                                    "state": c["state"], "frame": _user_frame(c["frames"])} for c in here},
     }
 

@@ -18,7 +18,8 @@ def _divergence(d) -> list[str]:
         out.append(f"    entered: {d['entered']}; never entered: {d['missing']}")
     for r, c in d["calls"].items():
         where = f" at {c['frame']}" if c.get("frame") else ""
-        out.append(f"    rank {r}: {c['op']} sizes {c['input_sizes']} dtypes {c['input_dtypes']}, {c['state']}{where}")
+        peer = "" if c.get("peer") is None else f" {'to' if c['op'] == 'send' else 'from'} {c['peer']}"
+        out.append(f"    rank {r}: {c['op']}{peer} sizes {c['input_sizes']} dtypes {c['input_dtypes']}, {c['state']}{where}")
     for r, c in (d.get("instead") or {}).items():
         if c is None:
             out.append(f"    rank {r} instead: nothing recorded (no dump, no trace of it)")
