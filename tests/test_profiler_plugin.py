@@ -299,7 +299,9 @@ def test_flight_recorder_dumps_on_a_stalled_step_and_on_an_exception(tmp_path):
             assert fr.dumped is None
             dist.all_reduce(torch.ones(3))
             fr.step()
-            time.sleep(0.6)  # a step that never ends
+            deadline = time.monotonic() + 30  # a step that never ends: the watchdog fires after 0.3 s
+            while fr.dumped is None and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert fr.dumped == "watchdog: no step for 0.3 s" and fr.written.wait(60)
         dump = read_dump(tmp_path / "stall" / "fr_rank0.pkl")
         assert [(e["op"], e["seq"], e["group_ranks"]) for e in dump["entries"]] == [("all_reduce", 1, [0])]
