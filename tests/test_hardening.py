@@ -183,6 +183,21 @@ def test_folder_skips_empty_and_non_trace_files_alike(tmp_path):
     assert skipped == {"empty.json": "skipped: empty file", "bad.json": "skipped: no trace events in its first 4 MB"}
 
 
+def test_a_file_name_with_an_undecodable_byte_loads(tmp_path):
+    """b'rank0-\\xff.json' is not UTF-8: the name is shown and stored with the byte escaped."""
+    name = os.fsdecode(b"rank0-\xff.json")
+    (tmp_path / name).write_bytes(gzip.open(DDP2 / "rank0.json.gz").read())
+    for cache in (["--no-cache"], []):
+        result = run_cli("analyze", tmp_path, "--format", "json", *cache)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["run"]["files"] == [f"{tmp_path.resolve()}/rank0-\\xff.json"]
+
+
+def test_a_newline_in_a_file_name_stays_on_the_error_line(tmp_path):
+    (tmp_path / "rank0\nx.json").write_bytes(b"")
+    one_line_error(run_cli("analyze", tmp_path, "--no-cache"), tmp_path, "skipped 1: rank0\\nx.json (empty file)")
+
+
 def test_db_naming_a_directory(tmp_path):
     one_line_error(run_cli("analyze", DDP2, "--db", tmp_path), tmp_path, "is a directory")
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import __version__
-from .errors import TraceError
+from .errors import TraceError, shown
 from .inputs import expand_inputs
 from .run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from .store.schema import SCHEMA_VERSION
@@ -55,7 +55,7 @@ def store_key(files: list[Path], allow_mixed: bool) -> str:
     h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}".encode())
     for f in files:
         st = f.stat()
-        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:24]
 
 
@@ -100,7 +100,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += align_clocks(summaries)
         issues += missing_ranks(summaries)
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
-        issues += [(str(p), "info", f"skipped: {why}", 1) for p, why in skipped]
+        issues += [(shown(p), "info", f"skipped: {why}", 1) for p, why in skipped]
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
         from .store.build import build_store

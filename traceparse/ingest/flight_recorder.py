@@ -15,7 +15,7 @@ import pickle
 import re
 from pathlib import Path
 
-from ..errors import TraceError
+from ..errors import TraceError, shown
 
 MAX_BYTES = 1 << 30
 RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
@@ -63,7 +63,7 @@ def read_dump(path) -> dict:
     groups = {str(k): _group(k, v, path) for k, v in dump["pg_config"].items()}
     entries = [_entry(e, i, groups, path) for i, e in enumerate(dump["entries"])]
     status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
-    return {"file": str(path.resolve()), "rank": rank, "version": str(dump.get("version")),
+    return {"file": shown(path.resolve()), "rank": rank, "version": str(dump.get("version")),
             "pg_status": status, "groups": list(groups.values()), "entries": entries}
 
 

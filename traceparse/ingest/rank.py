@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import TraceError
+from ..errors import TraceError, shown
 from .columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
 from .plugin_metadata import read_metadata
 from .split import TraceSplitter
@@ -101,7 +101,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         versions["nccl_version"] = info["nccl_version"]
     pgs = info.get("pg_config") if isinstance(info.get("pg_config"), list) else []
     return {
-        "file": str(Path(path).resolve()),
+        "file": shown(Path(path).resolve()),  # for messages and the store: valid UTF-8, one line
         "file_bytes": os.path.getsize(path),
         "stage": str(out_dir),
         "rank": rank,
