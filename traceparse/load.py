@@ -368,11 +368,11 @@ def _one_dump_per_rank(dumps) -> tuple[list[dict], list[tuple]]:
     """One dump per rank: of a pickle and a JSON dump of the same rank (the two formats of one dump), the
     pickle, which keeps the stack frames; two dumps of one format for a rank are refused."""
     kept = {}
-    for d in sorted(dumps, key=lambda d: (d["rank"], not d["file"].endswith((".pkl", ".pickle")))):
+    for d in sorted(dumps, key=lambda d: (d["rank"], d["format"] != "pickle")):
         first = kept.get(d["rank"])
         if first is None:
             kept[d["rank"]] = d
-        elif first["file"].endswith((".pkl", ".pickle")) == d["file"].endswith((".pkl", ".pickle")):
+        elif first["format"] == d["format"]:
             raise TraceError(d["file"], f"a second Flight Recorder dump of rank {d['rank']} (the first: {first['file']})")
     skipped = [(d["file"], "info", f"skipped: the pickle dump of rank {d['rank']} is loaded instead", 1)
                for d in dumps if kept[d["rank"]] is not d]

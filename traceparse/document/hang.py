@@ -34,8 +34,7 @@ def hang_document(con) -> dict:
     traced = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
     calls = _fr_calls(con) if dumped else _trace_calls(con)
     reporting = dumped or traced
-    cut_off = {r for (r,) in con.execute(
-        "SELECT DISTINCT r.rank FROM load_issues i JOIN ranks r USING (file) WHERE i.what LIKE '%cut off%'").fetchall()}
+    cut_off = {r for (r,) in con.execute("SELECT rank FROM ranks WHERE cut_off").fetchall()}
     by_group = defaultdict(list)
     for c in calls:
         if c["group_ranks"]:

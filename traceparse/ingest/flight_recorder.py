@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import TraceError, shown
 
 MAX_BYTES = 1 << 30
+PICKLE = b"\x80"  # the first byte of a pickle of protocol 2 or later
 RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
 P2P_NAME = re.compile(r"^(send|recv) (\d+)(?:->|<-)(\d+)$")
 
@@ -36,20 +37,23 @@ def is_dump(path: Path) -> bool:
             head = f.read(1 << 16)
     except OSError:
         return False  # unreadable: loading reports it
-    if head[:1] == b"\x80":
+    if head[:1] == PICKLE:
         return True
     return (head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head
             and (b'"pg_status"' in head or b'"profiling_name"' in head))
 
 
 def read_dump(path) -> dict:
-    """``{file, rank, version, pg_status, groups: [...], entries: [...]}``; TraceError on a file that is not one."""
+    """``{file, format (pickle or json), rank, version, pg_status, entries: [...]}``; TraceError on a file that is
+    not one."""
     path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise TraceError(path, f"Flight Recorder dump of {size} bytes is larger than {MAX_BYTES}")
     data = path.read_bytes()
-    if len(data) > MAX_BYTES:
-        raise TraceError(path, f"Flight Recorder dump of {len(data)} bytes is larger than {MAX_BYTES}")
+    fmt = "pickle" if data[:1] == PICKLE else "json"
     try:
-        dump = _NoGlobals(io.BytesIO(data)).load() if data[:1] == b"\x80" else json.loads(data)
+        dump = _NoGlobals(io.BytesIO(data)).load() if fmt == "pickle" else json.loads(data)
     except pickle.UnpicklingError as e:
         raise TraceError(path, f"not a Flight Recorder dump: {e}") from None
     except (ValueError, EOFError, RecursionError, MemoryError, IndexError, KeyError, TypeError) as e:
@@ -60,21 +64,20 @@ def read_dump(path) -> dict:
     rank = dump.get("rank") if isinstance(dump.get("rank"), int) else int(m.group(1)) if m else None
     if rank is None:
         raise TraceError(path, "Flight Recorder dump without a rank: name it <prefix><rank> (e.g. fr_rank3.pkl)")
-    groups = {str(k): _group(k, v, path) for k, v in dump["pg_config"].items()}
+    groups = {str(k): _group_ranks(k, v, path) for k, v in dump["pg_config"].items()}
     entries = [_entry(e, i, groups, path) for i, e in enumerate(dump["entries"])]
     status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
-    return {"file": shown(path.resolve()), "rank": rank, "version": str(dump.get("version")),
-            "pg_status": status, "groups": list(groups.values()), "entries": entries}
+    return {"file": shown(path.resolve()), "format": fmt, "rank": rank, "version": str(dump.get("version")),
+            "pg_status": status, "entries": entries}
 
 
-def _group(key, cfg, path) -> dict:
+def _group_ranks(key, cfg, path) -> list[int] | None:
     try:
         ranks = cfg["ranks"]
         ranks = json.loads(ranks) if isinstance(ranks, str) else ranks
         if not (isinstance(ranks, list) and all(isinstance(r, int) and r >= 0 for r in ranks)):
             raise TypeError
-        return {"key": str(key), "name": str(cfg.get("name", key)), "desc": str(cfg.get("desc", "")),
-                "ranks": sorted(ranks) or None}  # gloo may list a group with no ranks: unknown here
+        return sorted(ranks) or None  # gloo may list a group with no ranks: unknown here
     except (TypeError, KeyError, ValueError, AttributeError):
         raise TraceError(path, f"Flight Recorder dump: pg_config entry {str(key)[:40]!r} has no list of ranks") from None
 
@@ -85,8 +88,7 @@ def _entry(e, i, groups, path) -> dict:
         backend, _, what = e["profiling_name"].partition(":")
         p2p = P2P_NAME.match(what)
         op = p2p.group(1) if p2p else what.split(" ")[0]
-        group = groups.get(str(name)) or (groups.get("") if e.get("pg_id") == 0 else None)
-        ranks = group["ranks"] if group else None
+        ranks = groups.get(str(name)) or (groups.get("") if e.get("pg_id") == 0 else None)
         peer = None
         if p2p and ranks:  # "send 0->1" and "recv 1<-0": the second number is the peer's group rank
             local = int(p2p.group(3))

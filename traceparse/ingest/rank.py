@@ -119,6 +119,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         "pg_config": [_process_group(pg, world_size, issues) for pg in pgs if isinstance(pg, dict)],
         "n_events": n_all,
         "n_complete": n_complete,
+        "cut_off": splitter.salvage is not None,
         "plugin": read_metadata(h.traceparse, world_size, issues),
         "issues": issues,
     }

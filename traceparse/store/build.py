@@ -101,7 +101,7 @@ def _insert_ranks(con, ranks):
     cols = [
         "rank", "rank_source", "world_size", "backend", "device_name", "host", "file", "file_bytes",
         "base_time_ns", "clock_offset_ns", "clock_method", "schema_version", "trace_id", "versions",
-        "record_shapes", "profile_memory", "n_events", "n_complete",
+        "record_shapes", "profile_memory", "n_events", "n_complete", "cut_off",
     ]
     rows = [[json.dumps(r[c]) if c == "versions" else r[c] for c in cols] for r in ranks]
     con.executemany(f"INSERT INTO ranks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)

@@ -36,6 +36,8 @@ TABLES = {
             ("profile_memory", "BOOLEAN", "the profiler recorded memory events"),
             ("n_events", "BIGINT", "trace events read from the file (all phases)"),
             ("n_complete", "BIGINT", "complete (ph = X) events, the rows of events for this rank"),
+            ("cut_off", "BOOLEAN", "the file ends before its JSON does (a crashed job, a damaged gzip): its complete "
+             "events were kept, what was lost is in load_issues"),
         ],
     ),
     "process_groups": (
