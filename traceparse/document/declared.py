@@ -48,7 +48,7 @@ def declared(con) -> dict:
     for k in ("params", "layers"):
         if k in model:
             put(k, model[k], ref.get("sources", {}).get(k, "plugin"))
-    pp_group = _axis_group(con, ref, "pp") or [ref_rank] if (values.get("pp") or 1) > 1 else [ref_rank]
+    pp_group = (_axis_group(con, ref, "pp") if (values.get("pp") or 1) > 1 else None) or [ref_rank]
     stages = [metas.get(r, {}).get("model", {}) for r in pp_group]
     sharded_experts = (values.get("ep") or 1) > 1 or any("experts_local" in s for s in stages)
     if all("params_local" in s for s in stages) and not sharded_experts:
