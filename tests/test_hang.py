@@ -19,8 +19,6 @@ from traceparse.load import open_run
 HANGS = Path(__file__).resolve().parents[1] / "fixtures" / "hangs"
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 CASES = sorted(p.name for p in HANGS.iterdir() if (p / "truth.json").exists()) if HANGS.exists() else []
-# gloo's Flight Recorder records no send or receive: a point-to-point deadlock leaves no trace in the dumps
-NOT_IN_THE_DUMPS = {"pp_deadlock"}
 
 
 def truth(case):
@@ -32,7 +30,7 @@ def hang(paths):
         return hang_document(con)
 
 
-@pytest.mark.parametrize("case", sorted(set(CASES) - NOT_IN_THE_DUMPS))
+@pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("inputs", ["dumps", "dumps+traces"])
 def test_divergence_equals_the_truth(case, inputs):
     t = truth(case)
@@ -53,19 +51,49 @@ def test_the_tp_hang_names_the_tp_group_not_the_world():
     assert sorted(later) == sorted((b["group_ranks"], b["entered"], b["missing"]) for b in t["blocked_downstream"])
 
 
-def test_a_point_to_point_deadlock_on_gloo_is_said_to_be_invisible_in_the_dumps():
-    doc = hang([HANGS / "pp_deadlock"])
+def test_the_point_to_point_deadlock_comes_from_the_calls_the_ranks_were_blocked_in():
+    """gloo's Flight Recorder holds only the grad-norm all_reduces (op_id 3, 6, 9: two p2p ops, then one
+    collective, per step); the in-flight records say both ranks wait in a receive from the other, op_id 10: the
+    7th p2p op of each (10 - 3 collectives before it)."""
+    d = hang([HANGS / "pp_deadlock"])["divergence"]
+    assert sorted((c["rank"], c["op"], c["peer"]) for c in d["p2p"]) == [(0, "recv", 1), (1, "recv", 0)]
+    assert {c["state"] for c in d["calls"].values()} == {"in flight at the dump"}
+
+
+def test_without_the_in_flight_records_a_gloo_deadlock_is_said_to_be_invisible(tmp_path):
+    for f in (HANGS / "pp_deadlock").glob("*"):
+        if not f.name.endswith(".inflight.json"):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    doc = hang([tmp_path])
     assert doc["divergence"] is None
     assert doc["notes"] == ["every recorded collective matches; the traces show sends and receives, which this "
                             "backend's Flight Recorder does not record (gloo): a point-to-point deadlock would not "
                             "show here"]
 
 
+def test_a_missing_rank_is_shown_where_it_was_stuck():
+    """skip_allreduce: rank 1 sleeps in fixtures/hang.py's stall() instead of the all_reduce."""
+    at = hang([HANGS / "skip_allreduce"])["divergence"]["instead"]["1"]["at_dump"]
+    assert at["op"] is None and at["frame"].startswith("stall (") and at["why"].startswith("watchdog")
+
+
+def test_a_damaged_in_flight_record_is_a_load_issue_not_a_failure(tmp_path):
+    for f in (HANGS / "pp_deadlock").glob("fr_rank*"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    cut = '{"traceparse_inflight": 1, "call": ['  # the JSON ends where a value should start
+    (tmp_path / "fr_rank1.inflight.json").write_text(cut)
+    with open_run([tmp_path], use_cache=False) as con:
+        issues = con.execute("SELECT file, what FROM load_issues WHERE severity = 'warning'").fetchall()
+        assert con.execute("SELECT list(rank ORDER BY rank) FROM fr_inflight").fetchone()[0] == [0]
+    assert issues == [(str(tmp_path / "fr_rank1.inflight.json"), "in-flight record not read: Expecting value: "
+                                                                  f"line 1 column {len(cut) + 1} (char {len(cut)})")]
+
+
 @pytest.mark.parametrize("case", ["skip_allreduce", "pp_deadlock"])
 def test_cli_exit_code_and_json(case):
     r = CliRunner().invoke(main, ["hang", str(HANGS / case), "--no-cache", "--format", "json"])
     doc = json.loads(r.output)
-    assert r.exit_code == (0 if case in NOT_IN_THE_DUMPS else 1)
+    assert r.exit_code == 1
     assert doc["version"] == 1 and set(doc) >= {"divergence", "last_completed"}
     if doc["divergence"]:
         assert doc["divergence"]["kind"] == truth(case)["kind"]

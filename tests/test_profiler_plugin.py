@@ -308,6 +308,19 @@ def test_flight_recorder_dumps_on_a_stalled_step_and_on_an_exception(tmp_path):
         with pytest.raises(ValueError), profiler.flight_recorder(tmp_path / "exc") as fr:
             raise ValueError("boom")
         assert fr.dumped == "exception: ValueError: boom"
-        assert sorted(p.name for p in (tmp_path / "exc").iterdir()) == ["fr_rank0.json", "fr_rank0.pkl"]
+        assert sorted(p.name for p in (tmp_path / "exc").iterdir()) == ["fr_rank0.inflight.json", "fr_rank0.json",
+                                                                         "fr_rank0.pkl"]
+        # the in-flight record: the call the exception left (a send to itself, refused), its
+        # group's op counter (the all_reduce above was op 1 of the world group) and the code that made it
+        with pytest.raises(ValueError), profiler.flight_recorder(tmp_path / "call"):
+            dist.send(torch.ones(2, 3, dtype=torch.bfloat16), dst=0)
+        where = json.loads((tmp_path / "call" / "fr_rank0.inflight.json").read_text())
+        assert where["call"] == {"op": "send", "peer": 0, "pg_name": "0", "pg_desc": "default_pg", "group_ranks": [0],
+                                 "op_id": 1, "input_sizes": [[2, 3]], "input_dtypes": ["BFloat16"]}
+        assert where["frames"][-1]["name"] == "test_flight_recorder_dumps_on_a_stalled_step_and_on_an_exception"
+        # profile(dump_on_hang_s=...) carries the same dumper for the length of its with block
+        with pytest.raises(KeyError), profiler.profile(tmp_path / "prof", dump_on_hang_s=60):
+            raise KeyError("lost")
+        assert json.loads((tmp_path / "prof" / "fr_rank0.inflight.json").read_text())["why"] == "exception: KeyError: 'lost'"
     finally:
         dist.destroy_process_group()

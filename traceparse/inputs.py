@@ -6,7 +6,7 @@ import zlib
 from pathlib import Path
 
 from .errors import TraceError
-from .ingest.flight_recorder import is_dump
+from .ingest.flight_recorder import INFLIGHT, is_dump
 
 SUFFIXES = (".json", ".json.gz")
 DUMPS = (".pkl", ".pickle")  # Flight Recorder dumps (JSON ones end in .json)
@@ -40,7 +40,8 @@ def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
             raise TraceError('""', "empty path argument")
         p = Path(arg)
         if p.is_dir():
-            for q in sorted(q for q in p.rglob("*") if q.is_file() and (is_trace_name(q) or q.suffix in DUMPS)):
+            for q in sorted(q for q in p.rglob("*") if q.is_file() and (is_trace_name(q) or q.suffix in DUMPS)
+                            and not q.name.endswith(INFLIGHT)):  # read with its dump
                 why = None if is_dump(q) else not_a_trace(q)
                 if why:
                     skipped.append((q.resolve(), why))
@@ -55,7 +56,7 @@ def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
                 raise TraceError(arg, "no file matches this pattern")
         else:
             raise TraceError(arg, "no such file or directory")
-    unique = list(dict.fromkeys(p.resolve() for p in found))
+    unique = list(dict.fromkeys(p.resolve() for p in found if not p.name.endswith(INFLIGHT)))
     if not unique:
         what = "no trace files (*.json, *.json.gz) or Flight Recorder dumps (*.pkl) found"
         if skipped:

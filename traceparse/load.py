@@ -95,7 +95,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         dumps = [s for s in parsed if s.get("kind") == "flight_recorder"]
         summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
         dumps, dump_issues = _one_dump_per_rank(dumps)
-        issues = dump_issues + (assign_ranks(summaries) if summaries else [])
+        issues = dump_issues + [i for d in dumps for i in d["issues"]]
+        issues += assign_ranks(summaries) if summaries else []
         issues += check_one_run(summaries, allow_mixed)
         issues += align_clocks(summaries)
         issues += missing_ranks(summaries)

@@ -96,7 +96,8 @@ METRICS = {
         "the first number where members differ is the group's divergence: missing_rank (a member never issued it), "
         "rank_died (the missing member left no dump, or its trace is cut off), op_mismatch, size_mismatch, "
         "dtype_mismatch; sends and receives paired per direction in issue order, the first without a partner a "
-        "p2p_mismatch. Sequence numbers below the highest first one a member's buffer holds are not compared",
+        "p2p_mismatch (the dumps' send/recv entries, plus the send or receive each rank was blocked in at its dump "
+        "from fr_inflight, numbered op_id minus the collectives issued on the group before it). Sequence numbers below the highest first one a member's buffer holds are not compared",
         "divergence = the group divergence issued first (the others are usually its consequence), with the group's "
         "ranks, mesh dimension (its description), strategy and variant (the tags of the traces' operations on that "
         "group and op), entered and missing ranks and each missing rank's last call; last_completed = per rank and "

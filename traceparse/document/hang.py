@@ -12,12 +12,16 @@ loaded, else from the traces (``comm_ops``, numbered per rank and group in issue
   the last call the others agree on: where they stopped;
 - **sends and receives** are paired per direction in issue order (the k-th send from a to b with the k-th
   receive at b from a); the first one left without a partner is a ``p2p_mismatch`` (a send no one receives, or
-  both sides receiving).
+  both sides receiving). gloo's Flight Recorder records none: the send or receive a rank was blocked in when it
+  dumped (``fr_inflight``, from the plugin's dumper) is added, numbered among the rank's point-to-point calls on
+  the group (its ``op_id`` less the collectives issued on the group before it).
 
 The job's divergence is the one issued first (the earliest call in it): the others are usually its consequence
 (ranks stuck there never reach their next collective elsewhere). Each group is named by its ranks, its mesh
 dimension (from its description, ``mesh_tp``) and its strategy and variant (the tags of the traces' operations on
-that group and op, when traces were loaded).
+that group and op, when traces were loaded). A rank missing from it is shown with its last call and, when its dump
+has an in-flight record, where its training thread was at the dump (``at_dump``: the call it was blocked in, or
+the code it was stuck in).
 """
 
 import json
@@ -33,6 +37,8 @@ def hang_document(con) -> dict:
     dumped = {r for (r,) in con.execute("SELECT rank FROM fr_dumps").fetchall()}
     traced = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
     calls = _fr_calls(con) if dumped else _trace_calls(con)
+    at_dump = {w["rank"]: w for w in rows(con, "SELECT * FROM fr_inflight")}
+    calls += _inflight_p2p(calls, at_dump.values())
     reporting = dumped or traced
     cut_off = {r for (r,) in con.execute("SELECT rank FROM ranks WHERE cut_off").fetchall()}
     by_group = defaultdict(list)
@@ -48,11 +54,11 @@ def hang_document(con) -> dict:
             found.append(d)
     found.sort(key=lambda d: d["time_ns"] if d["time_ns"] is not None else float("inf"))
     for d in found:
-        _describe(con, d, calls)
+        _describe(con, d, calls, at_dump)
     notes = []
     if dumped and traced - dumped:
         notes.append(f"ranks with a trace but no Flight Recorder dump: {sorted(traced - dumped)}")
-    if not found and calls and dumped and not any(c["op"] in P2P for c in calls) and _has_p2p(con):
+    if not found and calls and dumped and not at_dump and not any(c["op"] in P2P for c in calls) and _has_p2p(con):
         notes.append("every recorded collective matches; the traces show sends and receives, which this backend's "
                      "Flight Recorder does not record (gloo): a point-to-point deadlock would not show here")
     return json.loads(json.dumps({
@@ -68,13 +74,31 @@ def hang_document(con) -> dict:
 
 def _fr_calls(con) -> list[dict]:
     got = rows(con, """
-        SELECT rank, group_ranks, pg_name, pg_desc, seq, op_id, op, peer, input_sizes, input_dtypes,
+        SELECT rank, group_ranks, pg_name, pg_desc, CASE WHEN op IN ('send', 'recv') THEN nullif(p2p_seq, 0) ELSE seq END
+               AS seq, op_id, op, peer, input_sizes, input_dtypes,
                state = 'completed' OR (retired AND state <> 'started') AS done, time_created_ns AS time_ns,
                state, frames, record_id AS ord
         FROM fr_entries ORDER BY rank, record_id""")
     for c in got:
         c["frames"] = json.loads(c["frames"] or "[]")
     return got
+
+
+def _inflight_p2p(calls, at_dump) -> list[dict]:
+    """Sends and receives ranks were blocked in at their dump that the dumps do not hold, as calls."""
+    held = {(c["rank"], c["pg_name"], c["op_id"]) for c in calls}
+    out = []
+    for w in at_dump:
+        if w["op"] not in P2P or not w["group_ranks"] or (w["rank"], w["pg_name"], w["op_id"]) in held:
+            continue
+        before = [c["seq"] for c in calls if (c["rank"], c["pg_name"]) == (w["rank"], w["pg_name"]) and c["op"] not in P2P
+                  and w["op_id"] is not None and c["op_id"] is not None and c["op_id"] < w["op_id"]]
+        out.append({**{k: w[k] for k in ("rank", "group_ranks", "pg_name", "pg_desc", "op_id", "op", "peer",
+                                         "input_sizes", "input_dtypes", "time_ns")},
+                    "seq": None if w["op_id"] is None else w["op_id"] - max(before, default=0),
+                    "done": False, "state": "in flight at the dump", "frames": json.loads(w["frames"] or "[]"),
+                    "ord": float("inf")})
+    return out
 
 
 def _trace_calls(con) -> list[dict]:
@@ -144,7 +168,7 @@ def _p2p(members, calls, gone) -> dict | None:
     here = [first] + [c for c in both_receive if c is not first and c["peer"] == first["rank"]]
     if first["peer"] in gone:
         return _divergence(members, "rank_died", [first], [first["rank"]], [first["peer"]], None)
-    d = _divergence(members, "p2p_mismatch", here, sorted({c["rank"] for c in here}), [], None)
+    d = _divergence(members, "p2p_mismatch", here, sorted({c["rank"] for c in here}), [], first["seq"])
     d["p2p"] = [{"rank": c["rank"], "op": c["op"], "peer": c["peer"]} for c in here]
     return d
 
@@ -161,7 +185,7 @@ def _divergence(members, kind, here, entered, missing, seq) -> dict:
     }
 
 
-def _describe(con, d, calls):
+def _describe(con, d, calls, at_dump):
     """Mesh dimension, strategy and variant of the group; what each missing rank did instead."""
     desc = d["pg_desc"] or ""
     d["mesh_dim"] = desc[len("mesh_"):] if desc.startswith("mesh_") else None
@@ -186,6 +210,10 @@ def _describe(con, d, calls):
     d["instead"] = {str(r): ({"op": c["op"], "group_ranks": c["group_ranks"], "seq": c["seq"], "state": c["state"],
                               "done": c["done"], "frame": _user_frame(c["frames"])} if (c := last.get(r)) else None)
                     for r in d["missing"]}
+    for r in d["missing"]:
+        if (w := at_dump.get(r)) and d["instead"][str(r)] is not None:
+            d["instead"][str(r)]["at_dump"] = {"op": w["op"], "peer": w["peer"], "group_ranks": w["group_ranks"],
+                                               "frame": _user_frame(json.loads(w["frames"] or "[]")), "why": w["why"]}
 
 
 def _user_frame(frames) -> str | None:

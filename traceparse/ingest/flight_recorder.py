@@ -7,6 +7,10 @@ global: a dump holds only containers and scalars, so a crafted file cannot run c
 ``fr_entries`` (``traceparse.store.schema``): its group's global ranks from ``pg_config`` (whose default group
 gloo names ``''`` while the entries say ``'0'``: taken as the group of ``pg_id`` 0), the op and, for a send or a
 receive, the peer's global rank from the profiling name (``nccl:send 0->1`` names group ranks).
+
+Beside a dump, ``<name>.inflight.json`` (``INFLIGHT``; written by ``traceparse.profiler.flight_recorder``) says
+what the rank's training thread was blocked in when it dumped, including sends and receives gloo does not record
+(``traceparse.profiler.inflight``). It is read with its dump (``fr_inflight``); a damaged one is a load issue.
 """
 
 import io
@@ -19,6 +23,7 @@ from ..errors import TraceError, shown
 
 MAX_BYTES = 1 << 30
 PICKLE = b"\x80"  # the first byte of a pickle of protocol 2 or later
+INFLIGHT = ".inflight.json"
 RANK_IN_NAME = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
 P2P_NAME = re.compile(r"^(send|recv) (\d+)(?:->|<-)(\d+)$")
 
@@ -67,8 +72,52 @@ def read_dump(path) -> dict:
     groups = {str(k): _group_ranks(k, v, path) for k, v in dump["pg_config"].items()}
     entries = [_entry(e, i, groups, path) for i, e in enumerate(dump["entries"])]
     status = dump.get("pg_status") if isinstance(dump.get("pg_status"), dict) else {}
+    inflight, issue = read_inflight(path, rank)
     return {"file": shown(path.resolve()), "format": fmt, "rank": rank, "version": str(dump.get("version")),
-            "pg_status": status, "entries": entries}
+            "pg_status": status, "entries": entries, "inflight": inflight, "issues": [issue] if issue else []}
+
+
+def companion(path: Path) -> Path:
+    """``fr_rank3.pkl``, ``fr_rank3.json`` and ``fr_rank3`` -> ``fr_rank3.inflight.json``."""
+    stem = path.name[:-len(path.suffix)] if path.suffix in (".pkl", ".pickle", ".json") else path.name
+    return path.with_name(stem + INFLIGHT)
+
+
+def read_inflight(path: Path, rank: int) -> tuple[dict | None, tuple | None]:
+    """The dump's companion record as one ``fr_inflight`` row, or None; and a load issue when it is damaged."""
+    side = companion(path)
+    if not side.is_file():
+        return None, None
+    try:
+        if side.stat().st_size > 1 << 24:
+            raise ValueError("larger than 16 MiB")
+        d = json.loads(side.read_bytes())
+        if not isinstance(d, dict) or d.get("traceparse_inflight") != 1 or d.get("rank", rank) != rank:
+            raise ValueError("not a version-1 record of this rank")
+        call = d.get("call") or {}
+        if not isinstance(call, dict):
+            raise ValueError("'call' is not an object")
+        ranks = call.get("group_ranks")
+        row = {
+            "why": str(d.get("why")), "time_ns": _int(d.get("time_ns")), "op": _str(call.get("op")),
+            "peer": _int(call.get("peer")), "pg_name": _str(call.get("pg_name")), "pg_desc": _str(call.get("pg_desc")),
+            "group_ranks": sorted(ranks) if isinstance(ranks, list) and all(_int(r) is not None for r in ranks)
+            and ranks else None,
+            "op_id": _int(call.get("op_id")), "input_sizes": json.dumps(call.get("input_sizes")),
+            "input_dtypes": json.dumps(call.get("input_dtypes")),
+            "frames": json.dumps([f for f in d.get("frames") or [] if isinstance(f, dict)]),
+        }
+    except (OSError, ValueError, RecursionError, TypeError, AttributeError) as e:
+        return None, (shown(side), "warning", f"in-flight record not read: {str(e)[:120]}", 1)
+    return row, None
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63) else None
+
+
+def _str(v) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 def _group_ranks(key, cfg, path) -> list[int] | None:

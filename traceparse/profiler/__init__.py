@@ -13,7 +13,9 @@ or, around a ``torch.profiler.profile`` of your own, ``on_trace_ready=tp_profile
 Each rank writes ``runs/exp1/rank<r>.json.gz`` (``rank<r>.step<k>.json.gz`` once there are several profiled
 windows), atomically. The metadata sits under the trace's top-level key ``traceparse`` (``METADATA_KEY``),
 versioned (``VERSION``); its fields are described in ``traceparse.profiler.metadata``. ``flight_recorder(run_dir)``
-dumps each rank's Flight Recorder buffer there when the job hangs or raises (``traceparse hang``).
+(or ``profile(..., dump_on_hang_s=600)``) dumps each rank's Flight Recorder buffer there when the job hangs or
+raises (``traceparse hang``); ``flight_recorder.enable(run_dir)`` before ``init_process_group`` turns the buffer on
+for NCCL and has NCCL's own watchdog dump there on a collective timeout.
 """
 
 from .flight_recorder import flight_recorder

@@ -17,7 +17,7 @@ def _divergence(d) -> list[str]:
     if d["missing"]:
         out.append(f"    entered: {d['entered']}; never entered: {d['missing']}")
     for r, c in d["calls"].items():
-        where = f" at {c['frame']}" if c.get("frame") else ""
+        where = f"; called from {c['frame']}" if c.get("frame") else ""
         peer = "" if c.get("peer") is None else f" {'to' if c['op'] == 'send' else 'from'} {c['peer']}"
         out.append(f"    rank {r}: {c['op']}{peer} sizes {c['input_sizes']} dtypes {c['input_dtypes']}, {c['state']}{where}")
     for r, c in (d.get("instead") or {}).items():
@@ -26,8 +26,12 @@ def _divergence(d) -> list[str]:
         else:
             seq = f" #{c['seq']}" if c["seq"] is not None else ""
             state = "completed" if c["done"] else f"{c['state']}, not completed"
-            where = f" at {c['frame']}" if c.get("frame") else ""
+            where = f"; called from {c['frame']}" if c.get("frame") else ""
             out.append(f"    rank {r} instead: last call {c['op']}{seq} on group {c['group_ranks']} ({state}){where}")
+            if (w := c.get("at_dump")):
+                peer = "" if w["peer"] is None else f" {'to' if w['op'] == 'send' else 'from'} {w['peer']}"
+                what = f"blocked in {w['op']}{peer} on group {w['group_ranks']}" if w["op"] else "in no collective"
+                out.append(f"    rank {r} at its dump ({w['why']}): {what}, in {w['frame'] or 'torch'}")
     return out
 
 

@@ -27,6 +27,8 @@ def macro_connection():
 FR_COLUMNS = ("record_id", "pg_name", "pg_desc", "group_ranks", "seq", "p2p_seq", "op_id", "op", "backend", "peer",
               "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state", "retired", "time_created_ns",
               "timeout_ms", "frames")
+INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group_ranks", "op_id", "input_sizes",
+                    "input_dtypes", "frames")
 
 
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
@@ -73,6 +75,8 @@ def _insert_dumps(con, dumps):
     _insert_rows(con, "fr_dumps", [(d["rank"], d["file"], d["version"], len(d["entries"]), json.dumps(d["pg_status"]))
                                    for d in dumps])
     _insert_rows(con, "fr_entries", [(d["rank"], *(e[c] for c in FR_COLUMNS)) for d in dumps for e in d["entries"]])
+    _insert_rows(con, "fr_inflight", [(d["rank"], *(d["inflight"][c] for c in INFLIGHT_COLUMNS))
+                                      for d in dumps if d.get("inflight")])
     # groups the dump's pg_config leaves out: the traces' process groups, else every rank that dumped calls on it
     con.execute("""
         UPDATE fr_entries f SET group_ranks = p.ranks FROM process_groups p

@@ -97,6 +97,25 @@ TABLES = {
             ("frames", "VARCHAR", "JSON: the Python stack at the call ({name, filename, line}, innermost first)"),
         ],
     ),
+    "fr_inflight": (
+        "What each rank's training thread was blocked in when its Flight Recorder dump was taken (the dump's "
+        "<name>.inflight.json, written by traceparse.profiler.flight_recorder): one row per rank that has one.",
+        [
+            ("rank", "INTEGER", "the rank"),
+            ("why", "VARCHAR", "what triggered the dump (a watchdog on a stalled step, an exception, SIGABRT)"),
+            ("time_ns", "BIGINT", "when the dump was taken (ns since the epoch)"),
+            ("op", "VARCHAR", "the torch.distributed call it was in (send, recv, all_reduce, ...); NULL: none"),
+            ("peer", "INTEGER", "global rank of the other side of a send or receive"),
+            ("pg_name", "VARCHAR", "process group name of the call"),
+            ("pg_desc", "VARCHAR", "process group description"),
+            ("group_ranks", "INTEGER[]", "global ranks of the call's group"),
+            ("op_id", "BIGINT", "the group's count of calls issued so far (collectives and point-to-point, this one "
+             "included): Flight Recorder's op_id of the call"),
+            ("input_sizes", "VARCHAR", "JSON: shape of the call's tensor"),
+            ("input_dtypes", "VARCHAR", "JSON: dtype of the call's tensor"),
+            ("frames", "VARCHAR", "JSON: the thread's Python stack ({name, filename, line}, innermost first)"),
+        ],
+    ),
     "threads": (
         "Names of processes and threads (CPU threads and GPU streams) from the trace's metadata events.",
         [
