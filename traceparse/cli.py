@@ -166,6 +166,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
         from .history import check
 
         _history(check, history)  # before the analysis: a path that is no history fails at once
+    from .doc_cache import cached
     from .document import document
     from .document.layout import parse_stated
     from .progress import load_bar
@@ -174,7 +175,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
     with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
         if bar:
             bar.close()  # loaded: the bar is gone before anything else is printed
-        doc = document(con, top, stated)
+        doc = cached(con, "analyze", {"top": top, "stated": stated}, lambda: document(con, top, stated), not no_cache)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
@@ -279,13 +280,14 @@ def _print_relation(rel, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     """Print the layout inferred from PATHS, with its evidence, checked against --layout."""
+    from .doc_cache import cached
     from .document import layout_document
     from .document.layout import parse_stated
     from .report.text import render_layout
 
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
-        doc = layout_document(con, stated)
+        doc = cached(con, "layout", {"stated": stated}, lambda: layout_document(con, stated), not no_cache)
     click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_layout(doc))
 
 
@@ -295,11 +297,12 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def tags(paths, db, no_cache, allow_mixed, fmt):
     """Print how the communication of PATHS was tagged: strategy, variant, op, rule; and what stayed untagged."""
+    from .doc_cache import cached
     from .document import tags_document
     from .report.text import render_tags
 
     with _open(paths, db, no_cache, allow_mixed) as con:
-        doc = tags_document(con)
+        doc = cached(con, "tags", {}, lambda: tags_document(con), not no_cache)
     click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_tags(doc))
 
 
