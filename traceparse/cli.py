@@ -22,11 +22,25 @@ def _open(paths, db, no_cache, allow_mixed, progress=None):
     from .load import connect, open_run
 
     if paths:
-        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress)
+        engine = click.get_current_context().meta.get("traceparse.engine", {})
+        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress, **engine)
     return closing(connect(db))
 
 
+def _engine(ctx, param, value):
+    ctx.meta.setdefault("traceparse.engine", {})[param.name] = value
+
+
 def store_options(f):
+    """--db, --no-cache, --allow-mixed; and where parsing runs (--engine, --address, --stage: read by _open)."""
+    f = click.option("--stage", "stage_root", metavar="DIR", expose_value=False, callback=_engine,
+                     help="Stage the per-rank Parquet under DIR (with --engine ray on a cluster: a folder every "
+                     "node reaches).")(f)
+    f = click.option("--address", metavar="ADDR", expose_value=False, callback=_engine,
+                     help="With --engine ray: the cluster ('auto', 'ray://host:10001'); default: start one here.")(f)
+    f = click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                     expose_value=False, callback=_engine,
+                     help="Parse the ranks on a local process pool, or as Ray tasks (the ray extra).")(f)
     f = click.option("--allow-mixed", is_flag=True, help="Load files from different runs together.")(f)
     f = click.option("--no-cache", is_flag=True, help="Parse again and keep no store.")(f)
     f = click.option("--db", help="Store path (default: a per-user cache).")(f)

@@ -59,8 +59,13 @@ def store_key(files: list[Path], allow_mixed: bool) -> str:
     return h.hexdigest()[:24]
 
 
-def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None) -> tuple[Path, bool]:
+def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None, engine="local",
+             address=None, stage_root=None) -> tuple[Path, bool]:
     """Load the traces named by ``paths`` into a store; return (store path, reused).
+
+    ``engine``: ``local`` parses on a process pool here, ``ray`` as Ray tasks on the cluster at ``address``
+    (``auto``, ``ray://host:port``; None: a cluster of this machine started for the load) with the per-rank
+    Parquet staged under ``stage_root`` (a folder every worker can reach; default: the temporary folder).
 
     ``progress``, when given, is called ``progress(files_done, files_total, bytes_done, bytes_total)``
     (bytes: the files' sizes on disk) once as parsing begins, with nothing done, then once as each file
@@ -87,11 +92,11 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         _make_parent(target)
     else:
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
-    stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-"))
+    stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
-        parsed = _parse_all(files, stage, workers, progress)
+        parsed = _parse_all(files, stage, workers, progress, engine, address)
         dumps = [s for s in parsed if s.get("kind") == "flight_recorder"]
         summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
         dumps, dump_issues = _one_dump_per_rank(dumps)
@@ -160,10 +165,11 @@ def _clear_cache_entry(entry: Path):
 
 
 @contextmanager
-def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None):
+def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, **engine):
     """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
-    with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``: as for load_run."""
-    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress)
+    with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``, ``engine``, ``address``,
+    ``stage_root``: as for load_run."""
+    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress, **engine)
     temporary = db is None and not use_cache
     try:
         con = connect(path)
@@ -185,10 +191,14 @@ def connect(path):
     return duckdb.connect(str(path), read_only=True)
 
 
-def _parse_all(files, stage, workers, progress=None):
-    """Parse each file (on a pool when there are several); the summaries in the order of ``files``."""
+def _parse_all(files, stage, workers, progress=None, engine="local", address=None):
+    """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``."""
     jobs = [(f, stage / f"f{i}") for i, f in enumerate(files)]
     report = _progress_report(files, progress)
+    if engine == "ray":
+        from .ray_engine import parse_on_ray
+
+        return parse_on_ray(jobs, address, report)
     n = workers or min(len(jobs), os.cpu_count() or 1)
     if n <= 1 or len(jobs) == 1:
         results = []

@@ -294,6 +294,7 @@ def _from_sends(con):
         FROM comm_ops
         WHERE strategy = 'pp' AND op = 'send' AND peer IS NOT NULL AND group_ranks IS NOT NULL AND step IS NOT NULL
         GROUP BY ALL
+        ORDER BY g, rank, peer
         """
     ).fetchall()
     if not rows:
@@ -316,7 +317,8 @@ def _one_f_one_b_or_gpipe(con):
     rows = con.execute(
         """
         WITH last AS (SELECT rank, group_ranks[len(group_ranks)] AS last_rank, group_ranks[len(group_ranks) - 1] AS prev
-                      FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL LIMIT 1)
+                      FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL
+                      ORDER BY list_sort(group_ranks), rank LIMIT 1)
         SELECT c.op FROM comm_ops c, last
         WHERE c.strategy = 'pp' AND c.rank = last.last_rank AND c.peer = last.prev
           AND c.step = (SELECT min(step) FROM comm_ops WHERE strategy = 'pp')

@@ -1,0 +1,94 @@
+"""--engine ray on a real local Ray cluster (started on 127.0.0.1 for this module and stopped after it): the
+same analyze document as the local pool, also when a worker is killed mid-parse (Ray runs the task again), and
+bad input is bad input as before."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from traceparse.cli import main
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'traceparse[ray]')")
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = REPO / "fixtures" / "runs"
+BIG = REPO / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 54 MB of JSON
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    port = _free_port()
+    start = [str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+             "--object-store-memory", str(100 << 20), "--include-dashboard", "false", "--disable-usage-stats"]
+    subprocess.run(start, check=True, capture_output=True, timeout=180)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def analyze(paths, *engine):
+    r = CliRunner().invoke(main, ["analyze", "--no-cache", "--format", "json", "-q", *engine, *map(str, paths)])
+    return r.exit_code, r.output
+
+
+@pytest.mark.parametrize("run", ["ddp2", "dp2_pp2_tp2", "fsdp2_zero3_dp4", "dp4_ep2"])
+def test_ray_and_the_local_pool_give_the_same_document(cluster, run):
+    local = analyze([RUNS / run])
+    assert local[0] == 0
+    assert analyze([RUNS / run], "--engine", "ray", "--address", cluster) == local
+
+
+def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
+    """The worker parsing the 54 MB trace is killed (SIGKILL) while it parses: Ray runs the task again."""
+    shutil.copy(BIG, tmp_path / "rank0.json.gz")
+    code, local = analyze([tmp_path])
+    assert code == 0
+    env = {**os.environ, "TRACEPARSE_CACHE": str(tmp_path / "cache")}
+    job = subprocess.Popen([sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json", "-q",
+                            "--engine", "ray", "--address", cluster, str(tmp_path / "rank0.json.gz")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and job.poll() is None and time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+        busy = [int(line.split()[0]) for line in ps if line.split()[1:2] == ["ray::_parse_one"]]
+        if busy:
+            time.sleep(0.3)  # into the parse
+            os.kill(busy[0], signal.SIGKILL)
+            killed = busy[0]
+        time.sleep(0.05)
+    out, err = job.communicate(timeout=300)
+    assert killed is not None, "no worker was seen parsing"
+    assert job.returncode == 0, err
+    assert json.loads(out) == json.loads(local)
+
+
+def test_a_rank_that_cannot_be_parsed_is_bad_input(cluster, tmp_path):
+    shutil.copy(RUNS / "ddp2" / "rank0.json.gz", tmp_path / "rank0.json.gz")
+    (tmp_path / "rank1.json").write_text('{"traceEvents": 7}')
+    code, out = analyze([tmp_path], "--engine", "ray", "--address", cluster)
+    local = analyze([tmp_path])
+    assert code == local[0] == 2
+    assert out == local[1] and len(out.strip().splitlines()) == 1 and str(tmp_path / "rank1.json") in out
+
+
+def test_no_cluster_at_the_address_is_one_line(tmp_path):
+    shutil.copy(RUNS / "ddp2" / "rank0.json.gz", tmp_path / "rank0.json.gz")
+    code, out = analyze([tmp_path], "--engine", "ray", "--address", f"127.0.0.1:{_free_port()}")
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "no Ray cluster" in out, out
