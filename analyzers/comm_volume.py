@@ -171,6 +171,16 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
     return "inputs incomplete: " + ", ".join(f"{k} {_size(b)}" for k, b in vol.items())
 
 
+def _most_common(counts: dict | None):
+    """The group size most operations state (the larger on a tie: an expert group beside the world's, say)."""
+    return max(counts.items(), key=lambda t: (t[1], t[0]))[0] if counts else None
+
+
+def _phase_row(p: dict) -> dict:
+    row = {k: v for k, v in p.items() if k != "group_sizes"}
+    return {**row, "group_size": _most_common(p["group_sizes"]), "sizes": None}
+
+
 def run(ctx):
     shape = mf.run_shape(ctx)
     deg = mf.degrees(ctx)
@@ -187,7 +197,7 @@ def run(ctx):
         row = {"strategy": r["strategy"], "variant": r["variant"], "op": r["op"], "count": r["count"] / per_rs,
                "bytes_in": _div(r["bytes_in"], per_rs), "bytes_out": _div(r["bytes_out"], per_rs),
                "bus_bytes": _div(r["bus_bytes"], per_rs), "notes_bytes": _div(r["notes_bytes"], per_rs),
-               "group_size": r["group_size"], "ops_without_size": r["ops_without_size"]}
+               "group_size": _most_common(r["group_sizes"]), "ops_without_size": r["ops_without_size"]}
         if gpu:
             row.update(algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
         per_op.append(row)
@@ -199,7 +209,7 @@ def run(ctx):
         sized = [r["notes_bytes"] for r in mine if r["notes_bytes"] is not None]
         measured = sum(sized) / per_rs if sized else None
         if strategy == "cp" and measured is not None:
-            n = x["cp"]["value"] or max(r["group_size"] or 0 for r in mine)
+            n = x["cp"]["value"] or max(_most_common(r["group_sizes"]) or 0 for r in mine)
             measured *= n / (n - 1) if n and n > 1 else 1
         exp, formula, used = expected(strategy, variant, x)
         ratio = measured / exp if exp and measured is not None else None
@@ -224,7 +234,7 @@ def run(ctx):
     numbers = {"per_strategy": per_strategy, "per_op": per_op, "inputs": x,
                "per": f"rank per profiled step ({shape['ranks']} ranks x {shape['steps']} steps)"
                if shape["stepped"] else f"rank over the whole trace ({shape['ranks']} ranks, no ProfilerStep)"}
-    tables = {"per_op": per_op, "per_phase": [{**p, "sizes": None} for p in phases]}
+    tables = {"per_op": per_op, "per_phase": [_phase_row(p) for p in phases]}
     if not statuses:  # compared nothing: not applicable, never ok
         why = ("; ".join(f"{s}: {d['reason']}" for s, d in per_strategy.items()) if per_strategy
                else f"no communication is tagged with a strategy ({sum(r['count'] for r in ops)} operations untagged)")

@@ -40,7 +40,7 @@ SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
        sum(bytes_in) AS bytes_in, sum(bytes_out) AS bytes_out,
        sum(bus) AS bus_bytes, sum(notes) AS notes_bytes,
        count(*) FILTER (WHERE size IS NULL) AS ops_without_size,
-       mode(n) AS group_size,
+       histogram(n) AS group_sizes,
        histogram(size) AS sizes,
        median(size / exec_dur_ns) FILTER (WHERE gpu AND exec_dur_ns > 0) AS algbw_gbps,
        median(bus / exec_dur_ns) FILTER (WHERE gpu AND exec_dur_ns > 0) AS busbw_gbps

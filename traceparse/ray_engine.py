@@ -10,6 +10,9 @@ with ``--stage``. A task whose worker dies (killed, out of memory, a lost node) 
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 MAX_RETRIES = 3
 
 
@@ -21,6 +24,11 @@ def parse_on_ray(jobs: list, address: str | None, report) -> list:
         from .errors import TraceError
 
         raise TraceError("--engine ray", "Ray is not installed (pip install 'traceparse[ray]')") from None
+    with contextlib.redirect_stdout(sys.stderr):  # Ray's notices (a worker died...) stay off the document
+        return _run(ray, jobs, address, report)
+
+
+def _run(ray, jobs, address, report):
     from .errors import TraceError
     from .load import _parse_one
 
