@@ -1,6 +1,6 @@
 """The store's vocabulary on tiny hand-written traces, each answer worked out by hand.
 
-Timestamps are written in µs (as Kineto writes them) and read back in ns. The views:
+Timestamps are written in µs (as Kineto writes them) and read back in ns. The tables:
 main_threads, step_windows, comm_intervals, compute_intervals, window_totals,
 window_strategy_comm (traceparse/store/vocabulary.sql, documented in traceparse/store/schema.py).
 """

@@ -399,9 +399,9 @@ def explain(ident):
                    f"  pattern: {kernel.pattern}\n  why: {kernel.why}")
         _echo_examples(kernel)
         return
-    from .store.schema import VIEWS, VOCABULARY
+    from .store.schema import VOCABULARY
 
-    concept = {**VOCABULARY, **VIEWS}.get(ident)
+    concept = VOCABULARY.get(ident)
     if concept:
         comment, cols = concept
         click.echo(f"{ident}: {comment}")
@@ -410,7 +410,7 @@ def explain(ident):
         return
     if ident not in METRICS:
         known = (sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()] + [r.id for r in load_kernel_rules()]
-                 + list(VOCABULARY) + list(VIEWS))
+                 + list(VOCABULARY))
         click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
         sys.exit(2)
     title, definition, denominator = METRICS[ident]

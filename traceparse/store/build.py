@@ -8,7 +8,7 @@ import duckdb
 from ..tagging.layout import infer_layout
 from ..tagging.tag import tag_comm_ops
 from .groups import infer_groups
-from .schema import SCHEMA_VERSION, ddl, view_comments
+from .schema import SCHEMA_VERSION, ddl
 
 STAGED = ("events", "comm_args", "op_args", "threads", "memory")
 
@@ -56,7 +56,6 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
         tag_comm_ops(con)
         _insert_rows(con, "layout", [(k, json.dumps(v), why) for k, (v, why) in infer_layout(con).items()])
         con.execute(sql_file("vocabulary.sql"))
-        con.execute(view_comments())
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -5,7 +5,7 @@ One definition serves three readers: the CREATE TABLE statements, the
 of the README (``traceparse schema`` prints it; a test keeps them equal).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES = {
     "meta": (
@@ -339,12 +339,9 @@ VOCABULARY = {
             ("in_window", "BOOLEAN", "the anchor is inside one of the rank's step_windows"),
         ],
     ),
-}
-
-# Views over the vocabulary: the per-window totals every report section and check selects.
-VIEWS = {
+    # the per-window totals every report section and check selects (computed once, at the build)
     "window_totals": (
-        "Vocabulary view: per step window of each rank, its compute and communication time. Every per-rank and "
+        "Vocabulary: per step window of each rank, its compute and communication time. Every per-rank and "
         "per-step number of a report (summary, bubble, overlap, imbalance) sums these.",
         [
             ("rank", "INTEGER", "rank"),
@@ -357,7 +354,7 @@ VIEWS = {
         ],
     ),
     "window_strategy_comm": (
-        "Vocabulary view: per step window and strategy, communication time and the part hidden under compute. "
+        "Vocabulary: per step window and strategy, communication time and the part hidden under compute. "
         "A strategy's time is the union of its own intervals, so strategies communicating at the same moment "
         "each count it: the sum over strategies exceeds window_totals.comm_ns by that concurrent time.",
         [
@@ -390,15 +387,6 @@ def ddl() -> str:
 FEATURES_COMMENT = "What tagging rules see, one row per comm_ops row (built with the tags; rules/tags/*.toml are predicates over it)."
 
 
-def view_comments() -> str:
-    """COMMENT ON clauses of the vocabulary's views (created by store/vocabulary.sql)."""
-    parts = []
-    for view, (comment, cols) in VIEWS.items():
-        parts.append(f"COMMENT ON VIEW {view} IS {_q(comment)};")
-        parts.extend(f"COMMENT ON COLUMN {view}.{c} IS {_q(doc)};" for c, _, doc in cols)
-    return "\n".join(parts)
-
-
 def features_comments() -> str:
     from ..tagging.features import COLUMNS
 
@@ -411,7 +399,7 @@ def markdown() -> str:
     from ..tagging.features import COLUMNS
 
     out = []
-    tables = {**TABLES, **VOCABULARY, **VIEWS}
+    tables = {**TABLES, **VOCABULARY}
     tables["comm_features"] = (FEATURES_COMMENT, [(c, t, doc) for c, (t, doc) in COLUMNS.items()])
     for table, (comment, cols) in tables.items():
         out.append(f"### `{table}`\n\n{comment}\n\n| column | type | meaning |\n|---|---|---|")

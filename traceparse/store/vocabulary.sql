@@ -111,7 +111,7 @@ SELECT rank, ev_id, part, name, tid, stream, start_ns, end_ns, anchor_ns, CASE W
 FROM vocab WHERE kind = 'compute' AND end_ns > start_ns;
 
 -- Per window: compute, communication and the part of it hidden under compute (comments in schema.py).
-CREATE VIEW window_totals AS
+INSERT INTO window_totals
 WITH compute AS (
     SELECT k.rank, k.step, sum(e - s) AS ns FROM interval_union(
         'SELECT {''rank'': rank, ''step'': step} AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE in_window')
@@ -135,7 +135,7 @@ LEFT JOIN compute c ON c.rank = w.rank AND c.step IS NOT DISTINCT FROM w.step
 LEFT JOIN comm m ON m.rank = w.rank AND m.step IS NOT DISTINCT FROM w.step
 LEFT JOIN hidden h ON h.rank = w.rank AND h.step IS NOT DISTINCT FROM w.step;
 
-CREATE VIEW window_strategy_comm AS
+INSERT INTO window_strategy_comm
 WITH comm AS (
     SELECT k.rank, k.step, k.strategy, sum(e - s) AS ns FROM interval_union(
         'SELECT {''rank'': rank, ''step'': step, ''strategy'': coalesce(strategy, ''untagged'')} AS k,
