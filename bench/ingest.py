@@ -213,6 +213,31 @@ def run_one(kind: str, folder: str) -> dict:
         with ProcessPoolExecutor(os.cpu_count()) as pool:
             res["events"] = sum(pool.map(fn, files))
         t2 = time.perf_counter()
+    elif kind == "analyze":
+        import contextlib
+        import io
+
+        from traceparse.cli import main
+
+        t1 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()) as doc:
+            main(["analyze", "--no-cache", "--format", "json", "-q", folder], standalone_mode=False)
+        t2 = time.perf_counter()
+        res["events"] = json.loads(doc.getvalue())["run"]["events"]
+    elif kind == "cached":
+        # the whole second command, as a user runs it (interpreter start and imports included), after a
+        # first analyze has kept the store and the document in a cache of its own
+        import tempfile
+
+        cache = tempfile.mkdtemp(prefix="bench-cache-")
+        cmd = [sys.executable, "-m", "traceparse.cli", "analyze", "--format", "json", "-q", folder]
+        env = {**os.environ, "TRACEPARSE_CACHE": cache}
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        t1 = time.perf_counter()
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        t2 = time.perf_counter()
+        res["events"] = json.loads(out)["run"]["events"]
+        shutil.rmtree(cache, ignore_errors=True)
     else:
         raise SystemExit(f"unknown kind {kind}")
     res["import_s"] = round(t1 - t0, 3)
@@ -293,8 +318,9 @@ def _drain(stream, sink):
     sink.append(stream.read())
 
 
-def measure(kind: str, folder: Path, timeout: float, sample_s: float, log) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", kind, str(folder)]
+def measure(kind: str, folder: Path, timeout: float, sample_s: float, log, python: str = sys.executable) -> dict:
+    """One measurement of ``kind`` on ``folder`` in a child process run by ``python``."""
+    cmd = [python, str(Path(__file__).resolve()), "--one", kind, str(folder)]
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -348,11 +374,14 @@ def measure(kind: str, folder: Path, timeout: float, sample_s: float, log) -> di
     return res
 
 
-def hta_available() -> str | None:
-    """The installed HTA version, or None when ``hta`` cannot be imported (checked in a child)."""
-    code = ("import importlib.metadata as m, hta.trace_analysis;"
-            "print(m.version('HolisticTraceAnalysis'))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def hta_available(python: str = sys.executable) -> str | None:
+    """The HTA version ``python`` has (HolisticTraceAnalysis, or traceinsight from 0.6), or None when ``hta``
+    cannot be imported there (checked in a child)."""
+    code = ("import importlib.metadata as m, hta.trace_analysis\n"
+            "for d in ('traceinsight', 'HolisticTraceAnalysis'):\n"
+            "    try:\n        print(m.version(d)); break\n"
+            "    except m.PackageNotFoundError:\n        pass")
+    r = subprocess.run([python, "-c", code], capture_output=True, text=True)
     return r.stdout.strip() if r.returncode == 0 else None
 
 

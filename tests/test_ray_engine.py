@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "fixtures" / "runs"
 BIG = REPO / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 54 MB of JSON
 RAY = Path(sys.executable).with_name("ray")
+sys.path.insert(0, str(REPO / "bench"))
+import replicate  # noqa: E402 -- bench/ is no package
 
 
 def _free_port() -> int:
@@ -53,6 +55,14 @@ def test_ray_and_the_local_pool_give_the_same_document(cluster, run):
     local = analyze([RUNS / run])
     assert local[0] == 0
     assert analyze([RUNS / run], "--engine", "ray", "--address", cluster) == local
+
+
+def test_a_64_rank_replica_gives_the_same_document(cluster, tmp_path):
+    """dp2 x pp2 x tp2 made eight times wider (dp16 x pp2 x tp2, 64 files): the same document both ways."""
+    replicate.replicate(RUNS / "dp2_pp2_tp2", tmp_path / "run", 64, seed=3)
+    local = analyze([tmp_path / "run"])
+    assert local[0] == 0 and json.loads(local[1])["run"]["world_size"] == 64
+    assert analyze([tmp_path / "run"], "--engine", "ray", "--address", cluster) == local
 
 
 def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
