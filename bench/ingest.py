@@ -213,15 +213,17 @@ def run_one(kind: str, folder: str) -> dict:
         with ProcessPoolExecutor(os.cpu_count()) as pool:
             res["events"] = sum(pool.map(fn, files))
         t2 = time.perf_counter()
-    elif kind == "analyze":
+    elif kind in ("analyze", "analyze-ray"):
         import contextlib
         import io
 
         from traceparse.cli import main
 
+        # analyze-ray: on the Ray cluster at $TRACEPARSE_BENCH_RAY (the driver is this process)
+        engine = ["--engine", "ray", "--address", os.environ["TRACEPARSE_BENCH_RAY"]] if kind == "analyze-ray" else []
         t1 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()) as doc:
-            main(["analyze", "--no-cache", "--format", "json", "-q", folder], standalone_mode=False)
+            main(["analyze", "--no-cache", "--format", "json", "-q", *engine, folder], standalone_mode=False)
         t2 = time.perf_counter()
         res["events"] = json.loads(doc.getvalue())["run"]["events"]
     elif kind == "cached":

@@ -183,12 +183,12 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, *
 
 
 def connect(path):
-    """Read-only connection to an existing store (its SQL macros and views are stored in it)."""
-    import duckdb
+    """Read-only connection to an existing store (its SQL macros are stored in it)."""
+    from .store.build import connect_with_limits
 
     if not Path(path).is_file() or _stored_key(Path(path)) is None:
         raise TraceError(path, "not a traceparse store (no such file, or not made by traceparse)")
-    return duckdb.connect(str(path), read_only=True)
+    return connect_with_limits(path, read_only=True)
 
 
 def _parse_all(files, stage, workers, progress=None, engine="local", address=None):

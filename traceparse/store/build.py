@@ -1,6 +1,7 @@
 """Build a store from staged per-rank Parquet output, in one transaction."""
 
 import json
+import os
 from importlib.resources import files
 
 import duckdb
@@ -17,6 +18,13 @@ def sql_file(name: str) -> str:
     return files("traceparse.store").joinpath(name).read_text()
 
 
+def duckdb_config() -> dict:
+    """DuckDB settings of every store connection: ``TRACEPARSE_MEMORY_LIMIT`` (e.g. ``4GB``; default DuckDB's,
+    80% of the machine) bounds DuckDB's memory, which spills past it to ``<store>.tmp`` beside the store."""
+    limit = os.environ.get("TRACEPARSE_MEMORY_LIMIT")
+    return {"memory_limit": limit} if limit else {}
+
+
 def macro_connection():
     """An in-memory DuckDB connection with the store's macros (to check rules without a store)."""
     con = duckdb.connect()
@@ -31,10 +39,19 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
                     "input_dtypes", "frames")
 
 
+def connect_with_limits(db_path, read_only=False):
+    from ..errors import TraceError
+
+    try:
+        return duckdb.connect(str(db_path), read_only=read_only, config=duckdb_config())
+    except (duckdb.InvalidInputException, duckdb.ParserException) as e:  # the limit cannot be read
+        raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None
+
+
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
     """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set;
     ``dumps`` Flight Recorder dumps (traceparse.ingest.flight_recorder.read_dump)."""
-    con = duckdb.connect(str(db_path))
+    con = connect_with_limits(db_path)
     con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
     try:
         con.execute("BEGIN TRANSACTION")
