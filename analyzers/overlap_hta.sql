@@ -27,8 +27,8 @@ WHERE (SELECT n FROM named_steps) < 2 OR l.ts_ns < s.start_ns;
 
 WITH
 comm AS (
-    SELECT k AS rank, sum(e - s) AS ns FROM interval_union(
-        'SELECT rank AS k, start_ns AS s, end_ns AS e FROM hta_kernels WHERE kind = ''comm''') GROUP BY ALL
+    SELECT k AS rank, ns FROM interval_union_ns(
+        'SELECT rank AS k, start_ns AS s, end_ns AS e FROM hta_kernels WHERE kind = ''comm''')
 ),
 hidden AS (
     SELECT k AS rank, sum(e - s) AS ns FROM interval_intersect(

@@ -174,3 +174,29 @@ def test_macros_union_and_intersect(store):
         'SELECT k, k AS g, s, e FROM (VALUES (1, 0, 10), (1, 5, 20), (1, 30, 40)) v(k, s, e)',
         'SELECT k, s, e FROM (VALUES (1, 8, 35), (1, 12, 14)) v(k, s, e)') ORDER BY s""")
     assert [(r["s"], r["e"]) for r in i] == [(8, 20), (30, 35)]
+
+
+def _covered(intervals):
+    """The set of unit slots [t, t + 1) the integer intervals cover: the union, counted by brute force."""
+    return {t for s, e in intervals for t in range(s, e)}
+
+
+def test_macros_agree_with_brute_force_on_random_intervals(store):
+    """interval_union_ns (one pass) and interval_intersect (ASOF joins) against unit-slot counting, on seeded
+    random intervals: nested, overlapping, touching, zero-length, several keys."""
+    import random
+
+    con = store([step(1, 0, 10)])
+    rnd = random.Random(7)
+    for _ in range(30):
+        a = [(rnd.randrange(3), s, s + rnd.choice([0, 1, 2, 5, 13])) for s in rnd.sample(range(200), 25)]
+        b = [(rnd.randrange(3), s, s + rnd.choice([0, 1, 3, 8, 21])) for s in rnd.sample(range(200), 25)]
+        qa = "SELECT * FROM (VALUES " + ", ".join(f"({k}, {s}, {e})" for k, s, e in a) + ") v(k, s, e)"
+        qb = "SELECT * FROM (VALUES " + ", ".join(f"({k}, {s}, {e})" for k, s, e in b) + ") v(k, s, e)"
+        ns = {r["k"]: r["ns"] for r in rows(con, f"SELECT k, ns FROM interval_union_ns('{qa}')")}
+        assert ns == {k: len(_covered([(s, e) for kk, s, e in a if kk == k])) for k in {k for k, _, _ in a}}
+        got = rows(con, f"SELECT k, sum(e - s) AS ns FROM interval_intersect("
+                        f"'SELECT k, k AS g, s, e FROM ({qa})', '{qb}') GROUP BY k")
+        want = {k: len(_covered([(s, e) for kk, s, e in a if kk == k]) & _covered([(s, e) for kk, s, e in b if kk == k]))
+                for k in {k for k, _, _ in a}}
+        assert {r["k"]: r["ns"] for r in got if r["ns"]} == {k: n for k, n in want.items() if n}

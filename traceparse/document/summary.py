@@ -72,7 +72,7 @@ def busy(con) -> list[dict]:
         """
         WITH span AS (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank),
         u AS (
-            SELECT k.rank, k.pid, k.tid, sum(e - s)::BIGINT AS busy_ns FROM interval_union(
+            SELECT k.rank, k.pid, k.tid, ns::BIGINT AS busy_ns FROM interval_union_ns(
                 'SELECT {''rank'': e.rank, ''pid'': e.pid, ''tid'': e.tid} AS k, greatest(e.ts_ns, w.w_start) AS s,
                         least(e.ts_ns + e.dur_ns, w.w_end) AS e
                  FROM events e
@@ -80,7 +80,6 @@ def busy(con) -> list[dict]:
                    ON w.rank = e.rank
                  WHERE e.ts_ns < w.w_end AND e.ts_ns + e.dur_ns > w.w_start AND e.dur_ns > 0
                    AND NOT starts_with(e.name, ''ProfilerStep#'')')
-            GROUP BY ALL
         ),
         kind AS (SELECT rank, pid, tid, any_value(thread_name) AS thread_name,
                         bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'gpu_user_annotation')) AS gpu,

@@ -82,12 +82,28 @@ FROM o;
 CREATE OR REPLACE MACRO interval_union(q) AS TABLE
 SELECT k, min(s) AS s, max(e) AS e FROM interval_pieces(q, true) GROUP BY k, piece;
 
+-- interval_union_ns(q): the length of that union per key, (k, ns), in one pass: in time order each
+-- interval adds what it reaches past the end of every earlier one.
+CREATE OR REPLACE MACRO interval_union_ns(q) AS TABLE
+SELECT k, sum(greatest(e - greatest(s, coalesce(prev_end, s)), 0)) AS ns
+FROM (SELECT k, s, e, max(e) OVER (PARTITION BY k ORDER BY s, e DESC
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+      FROM query(q))
+GROUP BY k;
+
 -- interval_intersect(qa, qb): the union of qa's intervals per key k (qa: k, g, s, e, with g constant
 -- per k) intersected with the union of qb's intervals with the same g (qb: k = that g, s, e), as
 -- disjoint pieces (k, s, e). E.g. each strategy's communication (k = rank, step, strategy; g = rank)
 -- against the rank's compute (k = rank).
+-- The pieces of b (disjoint, numbered i in time order per g) that meet a piece of a are the run from
+-- the last one starting at or before a's start to the last one starting before a's end: two ASOF
+-- joins find them, so the cost follows the number of pieces, not their product.
 CREATE OR REPLACE MACRO interval_intersect(qa, qb) AS TABLE
 WITH a AS (SELECT k, any_value(g) AS g, min(s) AS s, max(e) AS e FROM interval_pieces(qa, true) GROUP BY k, piece),
-     b AS (SELECT k AS g, s, e FROM interval_union(qb))
-SELECT a.k, greatest(a.s, b.s) AS s, least(a.e, b.e) AS e
-FROM a JOIN b ON a.g = b.g AND a.s < b.e AND b.s < a.e;
+     b AS (SELECT k AS g, s, e, row_number() OVER (PARTITION BY k ORDER BY s) AS i FROM interval_union(qb)),
+     first_b AS (SELECT a.*, b.i AS i0 FROM a ASOF LEFT JOIN b ON a.g = b.g AND a.s >= b.s),
+     last_b AS (SELECT f.*, b.i AS i1 FROM first_b f ASOF LEFT JOIN b ON f.g = b.g AND f.e > b.s),
+     meets AS (SELECT k, g, s, e, unnest(range(coalesce(i0, 1), i1 + 1)) AS i FROM last_b WHERE i1 IS NOT NULL)
+SELECT m.k, greatest(m.s, b.s) AS s, least(m.e, b.e) AS e
+FROM meets m JOIN b ON b.g = m.g AND b.i = m.i
+WHERE b.e > m.s;

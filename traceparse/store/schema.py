@@ -260,7 +260,7 @@ TABLES = {
 }
 
 # The vocabulary: the basic facts of a trace, defined once (store/vocabulary.sql) and selected
-# from by every check and the report. The interval macros interval_union and interval_intersect
+# from by every check and the report. The interval macros interval_union(_ns) and interval_intersect
 # (store/macros.sql) are the only interval arithmetic.
 VOCABULARY = {
     "main_threads": (

@@ -113,14 +113,12 @@ FROM vocab WHERE kind = 'compute' AND end_ns > start_ns;
 -- Per window: compute, communication and the part of it hidden under compute (comments in schema.py).
 INSERT INTO window_totals
 WITH compute AS (
-    SELECT k.rank, k.step, sum(e - s) AS ns FROM interval_union(
+    SELECT k.rank, k.step, ns FROM interval_union_ns(
         'SELECT {''rank'': rank, ''step'': step} AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE in_window')
-    GROUP BY ALL
 ),
 comm AS (
-    SELECT k.rank, k.step, sum(e - s) AS ns FROM interval_union(
+    SELECT k.rank, k.step, ns FROM interval_union_ns(
         'SELECT {''rank'': rank, ''step'': step} AS k, start_ns AS s, end_ns AS e FROM comm_intervals WHERE in_window AND counted')
-    GROUP BY ALL
 ),
 hidden AS (
     SELECT k.rank, k.step, sum(e - s) AS ns FROM interval_intersect(
@@ -137,10 +135,9 @@ LEFT JOIN hidden h ON h.rank = w.rank AND h.step IS NOT DISTINCT FROM w.step;
 
 INSERT INTO window_strategy_comm
 WITH comm AS (
-    SELECT k.rank, k.step, k.strategy, sum(e - s) AS ns FROM interval_union(
+    SELECT k.rank, k.step, k.strategy, ns FROM interval_union_ns(
         'SELECT {''rank'': rank, ''step'': step, ''strategy'': coalesce(strategy, ''untagged'')} AS k,
                 start_ns AS s, end_ns AS e FROM comm_intervals WHERE in_window AND counted')
-    GROUP BY ALL
 ),
 hidden AS (
     SELECT k.rank, k.step, k.strategy, sum(e - s) AS ns FROM interval_intersect(
