@@ -48,6 +48,10 @@ def main(argv=None) -> int:
     classes = [c.strip() for c in a.classes.split(",") if c.strip()]
     if a.pythonpath:
         mutation_run.PYTHONPATH = str(Path(a.pythonpath).resolve())
+        for sub in ("analyzers", "rules"):  # else the installed checkout's would run beside the other's code
+            if not (Path(a.pythonpath) / "traceparse" / sub).is_dir():
+                sys.exit(f"--pythonpath {a.pythonpath}: no traceparse/{sub} there; link it: "
+                         f"ln -s ../{sub} {a.pythonpath}/traceparse/{sub}")
     out = Path(a.out)
     keep_dir = Path(a.cases_dir) if a.cases_dir else out.with_name(out.stem + "-cases")
     if keep_dir.exists():
