@@ -8,6 +8,7 @@ For each N it builds (or reuses) ``OUT/replica{N}`` with bench/replicate.py from
 
   local   ``traceparse analyze --no-cache --format json`` on the local process pool
   ray     the same with ``--engine ray --address 127.0.0.1:PORT``: per-rank parsing as Ray tasks
+  cached  a second ``analyze`` with the cache kept, the whole command (``--cached``)
 
 reporting wall time, the driver's peak RSS (the child's main process: what the machine running the
 command needs) and the per-rank parse cost (CPU seconds of the tree per rank), the input of the
@@ -61,7 +62,8 @@ def run(args, log) -> list[dict]:
             gz = sum(f.stat().st_size for f in folder.glob("rank*.json.gz"))
             row = {"ranks": n, "gz_mb": round(gz / 1e6, 1), "json_mb": round(ingest.json_bytes(folder) / 1e6, 1)}
             log(f"N={n}: {row['json_mb']:.0f} MB of JSON")
-            for kind, name in (("analyze", "local"), ("analyze-ray", "ray")):
+            kinds = (("analyze", "local"), ("analyze-ray", "ray")) + ((("cached", "cached"),) if args.cached else ())
+            for kind, name in kinds:
                 row[name] = ingest.measure(kind, folder, args.timeout, 0.25, log)
             rows.append(row)
     finally:
@@ -74,14 +76,16 @@ def _f(x, spec):
 
 
 def table(rows) -> str:
-    hdr = ["N", "JSON MB", "local s", "ray s", "local driver MB", "ray driver MB", "cpu s per rank (local)"]
+    hdr = ["N", "JSON MB", "local s", "ray s", "local driver MB", "ray driver MB", "cpu s per rank (local)",
+           "cached s"]
     out = ["| " + " | ".join(hdr) + " |", "|" + "---:|" * len(hdr)]
     for r in rows:
         loc, ray = r["local"], r["ray"]
         t = [x.get("time_s") if "error" not in x else None for x in (loc, ray)]
         cells = [r["ranks"], f"{r['json_mb']:.0f}", _f(t[0], ".1f"), _f(t[1], ".1f"),
                  _f(loc.get("self_mb"), ".0f"), _f(ray.get("self_mb"), ".0f"),
-                 _f(loc["cpu_s"] / r["ranks"] if "error" not in loc else None, ".3f")]
+                 _f(loc["cpu_s"] / r["ranks"] if "error" not in loc else None, ".3f"),
+                 _f((r.get("cached") or {}).get("time_s"), ".2f")]
         out.append("| " + " | ".join(map(str, cells)) + " |")
     out += [f"N={r['ranks']} {k}: {r[k]['error']}" for r in rows for k in ("local", "ray") if "error" in r[k]]
     return "\n".join(out)
@@ -93,6 +97,7 @@ def main(argv=None):
     p.add_argument("--source", default=str(HERE.parent / "fixtures" / "runs" / "dp2_pp2_tp2"))
     p.add_argument("--out", default=str(ingest.DEFAULT_OUT))
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--cached", action="store_true", help="also time a cached re-analysis (one more analyze per N)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     rows = run(args, lambda m: print(m, file=sys.stderr, flush=True))
