@@ -9,6 +9,8 @@ For each N it builds (or reuses) ``OUT/replica{N}`` with bench/replicate.py from
   local   ``traceparse analyze --no-cache --format json`` on the local process pool
   ray     the same with ``--engine ray --address 127.0.0.1:PORT``: per-rank parsing as Ray tasks
   cached  a second ``analyze`` with the cache kept, the whole command (``--cached``)
+  HTA v   ``TraceAnalysis(trace_dir=folder)``, HTA's load alone, for N up to ``--hta-max``, with this
+          interpreter's HTA and each ``--hta-python`` one's
 
 reporting wall time, the driver's peak RSS (the child's main process: what the machine running the
 command needs) and the per-rank parse cost (CPU seconds of the tree per rank), the input of the
@@ -50,6 +52,7 @@ def build(source: Path, out: Path, n: int, log) -> Path:
 
 
 def run(args, log) -> list[dict]:
+    htas = {v: py for py in [sys.executable, *args.hta_python] if (v := ingest.hta_available(py))}
     port = _free_port()
     start = [str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
              "--include-dashboard", "false", "--disable-usage-stats"]
@@ -65,6 +68,8 @@ def run(args, log) -> list[dict]:
             kinds = (("analyze", "local"), ("analyze-ray", "ray")) + ((("cached", "cached"),) if args.cached else ())
             for kind, name in kinds:
                 row[name] = ingest.measure(kind, folder, args.timeout, 0.25, log)
+            row["hta"] = {v: ingest.measure("hta", folder, args.timeout, 0.25, log, py)
+                          for v, py in htas.items() if n <= args.hta_max}
             rows.append(row)
     finally:
         subprocess.run([str(RAY), "stop", "--force"], capture_output=True)
@@ -88,6 +93,8 @@ def table(rows) -> str:
                  _f((r.get("cached") or {}).get("time_s"), ".2f")]
         out.append("| " + " | ".join(map(str, cells)) + " |")
     out += [f"N={r['ranks']} {k}: {r[k]['error']}" for r in rows for k in ("local", "ray") if "error" in r[k]]
+    out += [f"N={r['ranks']}: HTA {v} load " + (h["error"] if "error" in h else f"{h['time_s']:.1f} s, "
+            f"main process {h['self_mb']:.0f} MB, tree {h['tree_mb']:.0f} MB") for r in rows for v, h in r["hta"].items()]
     return "\n".join(out)
 
 
@@ -97,6 +104,8 @@ def main(argv=None):
     p.add_argument("--source", default=str(HERE.parent / "fixtures" / "runs" / "dp2_pp2_tp2"))
     p.add_argument("--out", default=str(ingest.DEFAULT_OUT))
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--hta-python", nargs="*", default=[], metavar="PYTHON", help="other interpreters with an HTA")
+    p.add_argument("--hta-max", type=int, default=256, help="time HTA's load up to this N (default 256)")
     p.add_argument("--cached", action="store_true", help="also time a cached re-analysis (one more analyze per N)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
