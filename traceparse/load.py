@@ -92,7 +92,12 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         _make_parent(target)
     else:
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
-    stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+    except OSError as e:
+        if db is None and not use_cache:
+            shutil.rmtree(target.parent, ignore_errors=True)
+        raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
