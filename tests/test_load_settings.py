@@ -44,3 +44,23 @@ def test_the_stage_folder_holds_the_staging_and_is_left_empty(tmp_path):
                                   str(RUN)])
     assert r.exit_code == 0 and '"world_size": 2' in r.output
     assert not list((tmp_path / "stage").iterdir())
+
+
+def test_a_dead_loads_spill_folder_and_document_are_removed(tmp_path, monkeypatch):
+    """DuckDB spills a store being built to <file>.tmp; a load killed mid-build leaves it (and a half-written kept
+    document) in the cache: the next load removes them."""
+    import subprocess
+    import sys
+
+    from traceparse.load import remove_stale_leftovers
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    cache = tmp_path / "cache"
+    spill = cache / f".abc.duckdb.{pid}.tmp.tmp"
+    spill.mkdir(parents=True)
+    (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"x")
+    (cache / f".analyze.abc.duckdb.{pid}.tmp").write_text("{")
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
+    remove_stale_leftovers()
+    assert list(cache.iterdir()) == []

@@ -314,13 +314,13 @@ def _alive(pid: int) -> bool:
     return state != b"Z"
 
 
-STALE = re.compile(r"^(?:\.[^/]*\.duckdb\.(\d+)\.tmp(?:\.wal)?|traceparse-(?:stage-)?(\d+)-[^/]*)$")
+STALE = re.compile(r"^(?:\.[^/]*\.duckdb\.(\d+)\.tmp(?:\.wal|\.tmp)?|traceparse-(?:stage-)?(\d+)-[^/]*)$")
 
 
 def remove_stale_leftovers():
     """Remove what loads killed before they could clean up left behind: half-written stores in the cache
-    (.<key>.duckdb.<pid>.tmp) and staging or temporary folders (traceparse-[stage-]<pid>-*), of
-    processes that no longer exist."""
+    (.<key>.duckdb.<pid>.tmp, its journal .wal and DuckDB's spill folder .tmp) and staging or temporary
+    folders (traceparse-[stage-]<pid>-*), of processes that no longer exist."""
     for folder in (cache_dir(), Path(tempfile.gettempdir())):
         try:
             entries = list(folder.iterdir())
