@@ -48,29 +48,9 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-try:
-    import orjson
+import msgspec  # a traceparse dependency
 
-    def _loads(b):
-        return orjson.loads(b)
-
-    def _dumps(doc):
-        return orjson.dumps(doc)
-except ImportError:
-    try:
-        import msgspec
-
-        def _loads(b):
-            return msgspec.json.decode(b)
-
-        def _dumps(doc):
-            return msgspec.json.encode(doc)
-    except ImportError:
-        def _loads(b):
-            return json.loads(b)
-
-        def _dumps(doc):
-            return json.dumps(doc, separators=(",", ":")).encode()
+_loads, _dumps = msgspec.json.decode, msgspec.json.encode
 
 DP_DIMS = ("dp", "dp_replicate", "edp")  # data-parallel mesh dimensions: their groups are unioned
 GROUP_ARGS = ("Process Group Name", "Process Group Ranks", "Group size", "Global rank start", "Global rank stride",
