@@ -387,6 +387,18 @@ def hta_available(python: str = sys.executable) -> str | None:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
+def hta_interpreters(pythons, log=None) -> dict:
+    """{HTA version: interpreter} of this interpreter and ``pythons``, those with an importable HTA."""
+    found = {}
+    for py in [sys.executable, *pythons]:
+        v = hta_available(py)
+        if v:
+            found[v] = py
+        elif log:
+            log(f"note: no HTA importable by {py}; skipped")
+    return found
+
+
 # --------------------------------------------------------------------------------------
 # driver
 

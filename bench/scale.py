@@ -52,7 +52,7 @@ def build(source: Path, out: Path, n: int, log) -> Path:
 
 
 def run(args, log) -> list[dict]:
-    htas = {v: py for py in [sys.executable, *args.hta_python] if (v := ingest.hta_available(py))}
+    htas = ingest.hta_interpreters(args.hta_python, log)
     port = _free_port()
     start = [str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
              "--include-dashboard", "false", "--disable-usage-stats"]

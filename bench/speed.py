@@ -35,13 +35,7 @@ def _vkey(v: str):
 
 
 def run(args, log) -> dict:
-    htas = {}
-    for py in [sys.executable, *args.hta_python]:
-        v = ingest.hta_available(py)
-        if v:
-            htas[v] = py
-        else:
-            log(f"note: no HTA importable by {py}; skipped")
+    htas = ingest.hta_interpreters(args.hta_python, log)
     rows = []
     for n in args.ranks:
         folder = ingest.build_folder(Path(args.source), Path(args.out), n, 6, log)
