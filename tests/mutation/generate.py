@@ -895,11 +895,8 @@ def op_huge_ignored_array(rng):
     doc = base_doc("tiny")
     i = pick_event(rng, doc)
     s = doc.events[i].start + 1
-    size = _size(rng)
-    # past the parser's cap on one event (traceparse.ingest.split.MAX_VALUE, 256 MiB) the file is refused once
-    # the cap is held: the bound is the idle load's plus the cap
     return _bomb_case(f"a huge array under an unknown key of event {i}", doc.data[:s] + b'"zz": [', b"0,",
-                      size, b'0], ' + doc.data[s:], doc, rss_extra=64 if size >= 256 * MB else 0)
+                      _size(rng), b'0], ' + doc.data[s:], doc)
 
 
 @op("bomb")
