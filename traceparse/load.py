@@ -177,7 +177,9 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, *
     path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress, **engine)
     temporary = db is None and not use_cache
     try:
-        con = connect(path)
+        from .store.build import connect_with_limits
+
+        con = connect_with_limits(path, read_only=True)  # load_run made it or checked its key: no second check
         try:
             yield con
         finally:

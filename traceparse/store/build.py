@@ -42,10 +42,13 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
 def connect_with_limits(db_path, read_only=False):
     from ..errors import TraceError
 
+    config = duckdb_config()
     try:
-        return duckdb.connect(str(db_path), read_only=read_only, config=duckdb_config())
-    except (duckdb.InvalidInputException, duckdb.ParserException) as e:  # the limit cannot be read
-        raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None
+        return duckdb.connect(str(db_path), read_only=read_only, config=config)
+    except (duckdb.InvalidInputException, duckdb.ParserException) as e:
+        if not config:
+            raise
+        raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None  # the limit cannot be read
 
 
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
