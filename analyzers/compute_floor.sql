@@ -8,13 +8,21 @@ WITH c AS (
     FROM compute_intervals c LEFT JOIN op_args a ON a.rank = c.rank AND a.ev_id = c.ev_id
     WHERE c.in_window AND c.part = 'cpu_op'
 ),
--- the direct parent: of the ops enclosing an op (earlier in nesting order: start, then longest, then
--- ev_id), the innermost
+-- the direct parent: on the main thread ops nest, so of the ops enclosing an op (earlier in nesting
+-- order: start, then longest, then ev_id) the innermost is the last one before it, in that order, one
+-- level less deep. Depth = ops before it in that order - ops ended by its start (those are disjoint
+-- from it; every other op before it encloses it).
+ordered AS (
+    SELECT rank, ev_id, s, e, row_number() OVER (PARTITION BY rank ORDER BY s, e DESC, ev_id) AS pos FROM c
+),
+ended AS (SELECT rank, e, count(*) OVER (PARTITION BY rank ORDER BY e) AS n FROM c),
+depth AS (
+    SELECT o.rank, o.ev_id, o.pos, o.pos - 1 - coalesce(d.n, 0) AS depth
+    FROM ordered o ASOF LEFT JOIN ended d ON d.rank = o.rank AND o.s >= d.e
+),
 parent AS (
-    SELECT k.rank, k.ev_id, arg_max(p.ev_id, (p.s, -p.e, p.ev_id)) AS parent_id
-    FROM c k JOIN c p ON p.rank = k.rank AND p.s <= k.s AND k.e <= p.e
-                     AND (p.s < k.s OR p.e > k.e OR p.ev_id < k.ev_id)
-    GROUP BY k.rank, k.ev_id
+    SELECT k.rank, k.ev_id, p.ev_id AS parent_id
+    FROM depth k ASOF JOIN depth p ON p.rank = k.rank AND p.depth = k.depth - 1 AND k.pos > p.pos
 ),
 children AS (
     SELECT p.rank, p.parent_id AS ev_id, sum(k.e - k.s) AS ns

@@ -22,7 +22,10 @@ DeviceMesh), the group is inferred from every signal the traces hold, strongest 
   its exec time is that transfer time: a group is consistent when every member's
   median end skew is within it (at least ``FLOOR_NS``) and no member lacks more
   partners than in the best group; among the consistent ones the largest is preferred
-  (a subgroup of the true group ends together too), then the tightest.
+  (a subgroup of the true group ends together too), then the tightest. A group of more
+  than ``MAX_CHECKED`` ranks is judged on a fixed sample of that many of its members
+  (seeded by the rank): a wrong group is one where many members lack partners or end
+  apart, which such a sample shows, and the cost of a load stays linear in its ranks.
 - **Framework context.** DTensor wraps tensor/sequence-parallel collectives in
   ``_c10d_functional::*`` ops; FSDP's collectives sit inside ``FSDP::`` annotations.
   When the candidate groups are named after mesh axes (``mesh_tp``,
@@ -50,12 +53,14 @@ and reports count them.
 
 from bisect import bisect_left
 from collections import Counter, defaultdict
+from random import Random
 from statistics import median
 
 P2P = {"send": "recv", "recv": "send"}
 FLOOR_NS = 50_000          # ends this close are "together" however short the transfer
 SLACK_NS = 100_000         # clock tolerance of the lifetime-overlap (causality) test
 MAX_MISSING = 0.5          # a candidate where a member lacks partners for more ops is impossible
+MAX_CHECKED = 16           # members of one candidate group whose sequences are compared with the rank's
 THREADS_PER_GROUP = 2      # gloo: 2 worker threads per device, one device
 TP_LIKE = {"tp", "sp", "cp", "ep"}
 
@@ -94,13 +99,19 @@ def infer_groups(con):
     found = {}
     found.update(_collectives(ops, todo, groups))
     found.update(_point_to_point(ops, todo, groups))
-    rows = [(g.members, len(g.members), g.name, g.desc, how, rank, op_id) for (rank, op_id), (g, how) in found.items()]
-    if rows:
-        con.executemany(
-            "UPDATE comm_ops SET group_ranks = ?, group_size = ?, pg_name = ?, pg_desc = ?, group_source = ? "
-            "WHERE rank = ? AND op_id = ?",
-            rows,
-        )
+    if not found:
+        return
+    import pyarrow as pa
+
+    rows = [(rank, op_id, list(g.members), g.name, g.desc, how) for (rank, op_id), (g, how) in found.items()]
+    names = ["rank", "op_id", "group_ranks", "pg_name", "pg_desc", "group_source"]
+    con.register("found_groups", pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows]))
+    con.execute(
+        """UPDATE comm_ops c SET group_ranks = f.group_ranks, group_size = len(f.group_ranks), pg_name = f.pg_name,
+                  pg_desc = f.pg_desc, group_source = f.group_source
+           FROM found_groups f WHERE c.rank = f.rank AND c.op_id = f.op_id"""
+    )
+    con.unregister("found_groups")
 
 
 class Group:
@@ -171,7 +182,7 @@ def _lane_costs(rank, items, candidates, by_kind, ends, longest):
         if implied and implied != {len(g.members)}:
             stats[g] = None
             continue
-        pairs = {m: _match(items, m, by_kind, ends, longest) for m in g.members if m != rank}
+        pairs = {m: _match(items, m, by_kind, ends, longest) for m in _checked(g, rank)}
         missing = max(sum(p is None for p in ps) / len(items) for ps in pairs.values())
         # an operation's transfer time: the exec time of the member that arrived last (it waits for
         # nobody); members of one collective end within it of each other
@@ -207,6 +218,13 @@ def _lane_costs(rank, items, candidates, by_kind, ends, longest):
             why += ("; DTensor-wrapped" if wrapped else "; FSDP") + (", as its axis says" if agrees else "")
         out[g] = (cost, why)
     return out
+
+
+def _checked(g, rank):
+    """The members of ``g`` other than ``rank`` whose sequences are compared with the rank's: all of them,
+    or a sample of MAX_CHECKED, the same on every run (seeded by the rank)."""
+    others = [m for m in g.members if m != rank]
+    return others if len(others) <= MAX_CHECKED else Random(rank).sample(others, MAX_CHECKED)
 
 
 def _match(items, m, by_kind, ends, longest):
