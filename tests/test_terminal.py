@@ -28,13 +28,15 @@ from traceparse.report.colour import colour_wanted, paint
 from traceparse.report.text import render
 
 ROOT = Path(__file__).resolve().parents[1]
-DDP4 = ROOT / "fixtures" / "runs" / "ddp4"  # 4 rank files (and a truth.json, skipped)
+DDP4 = ROOT / "fixtures" / "runs" / "ddp4"  # 4 rank files (and a truth.json, read, then skipped)
 BIG = ROOT / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 3 MB
 RANK_FILES = sorted(DDP4.glob("rank*.json.gz"))
-SIZES = [f.stat().st_size for f in RANK_FILES]
+FOLDER_FILES = sorted(RANK_FILES + [DDP4 / "truth.json"])  # the folder's candidates, each read by a worker
+SIZES = [f.stat().st_size for f in FOLDER_FILES]
 
 PAINTED = re.compile(rb"\x1b\[[0-9;]*m(ok|warn|fail|not_applicable)\x1b\[0m")
-BAR = re.compile(rb"parsing [0-4]/4 files")
+BAR = re.compile(rb"parsing [0-5]/5 files")  # DDP4's folder
+BAR_OF_4 = re.compile(rb"parsing [0-4]/4 files")
 # the bar drawn at once: the fixture's load may last less than LoadBar's usual delay on a fast machine
 BAR_AT_ONCE = ("import sys, traceparse.progress as p; p.SHOW_AFTER_S = 0; sys.argv[0] = 'traceparse'; "
                "from traceparse.cli import main; main()")
@@ -48,12 +50,12 @@ def test_progress_called_once_per_file(tmp_path, workers):
     path, reused = load_run([DDP4], db=tmp_path / "s.duckdb", workers=workers, progress=lambda *c: calls.append(c))
     assert reused is False
     total = sum(SIZES)
-    assert len(RANK_FILES) == 4 and calls[0] == (0, 4, 0, total)  # parsing begins
-    assert [c[0] for c in calls[1:]] == [1, 2, 3, 4]  # then once per file, as each finishes
-    assert all(c[1] == 4 and c[3] == total for c in calls)
+    assert len(FOLDER_FILES) == 5 and calls[0] == (0, 5, 0, total)  # parsing begins
+    assert [c[0] for c in calls[1:]] == [1, 2, 3, 4, 5]  # then once per file, as each finishes
+    assert all(c[1] == 5 and c[3] == total for c in calls)
     finished = [b - a for a, b in zip([c[2] for c in calls], [c[2] for c in calls[1:]], strict=False)]
     assert sorted(finished) == sorted(SIZES)  # each step is one file's size; the last call: every byte
-    assert calls[-1] == (4, 4, total, total)
+    assert calls[-1] == (5, 5, total, total)
 
     again = []
     assert load_run([DDP4], db=path, progress=lambda *c: again.append(c)) == (path, True)
@@ -63,7 +65,7 @@ def test_progress_called_once_per_file(tmp_path, workers):
 def test_pool_results_keep_the_order_of_the_files(tmp_path):
     files = [RANK_FILES[3], RANK_FILES[0], RANK_FILES[2], RANK_FILES[1]]
     calls = []
-    summaries = _parse_all(files, tmp_path, 2, lambda *c: calls.append(c))
+    summaries = _parse_all(files, set(), tmp_path, 2, lambda *c: calls.append(c))
     assert [Path(s["file"]).name for s in summaries] == [f.name for f in files]
     assert len(calls) == 5
 
@@ -189,11 +191,11 @@ def test_interrupt_on_a_terminal_erases_the_bar(tmp_path, isolated_dirs):
         shutil.copy(BIG, tmp_path / f"rank{r}.json.gz")
 
     def parsing(out):
-        return BAR.search(out) and list(isolated_dirs["tmp"].glob("traceparse-stage-*/f*/*.parquet"))
+        return BAR_OF_4.search(out) and list(isolated_dirs["tmp"].glob("traceparse-stage-*/f*/*.parquet"))
 
     out = run_in_pty(["-c", BAR_AT_ONCE, "analyze", str(tmp_path), "--allow-mixed"], interrupt_when=parsing,
                      returncode=130)
-    assert BAR.search(out)
+    assert BAR_OF_4.search(out)
     assert out.endswith(b"\x1b[2Ktraceparse: interrupted\r\n"), out[-300:]  # the bar's line cleared first
     assert b"Traceback" not in out
     deadline = time.time() + 15

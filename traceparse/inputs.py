@@ -6,7 +6,7 @@ import zlib
 from pathlib import Path
 
 from .errors import TraceError
-from .ingest.flight_recorder import INFLIGHT, is_dump
+from .ingest.flight_recorder import INFLIGHT
 
 SUFFIXES = (".json", ".json.gz")
 DUMPS = (".pkl", ".pickle")  # Flight Recorder dumps (JSON ones end in .json)
@@ -32,21 +32,20 @@ def is_trace_name(p: Path) -> bool:
     return p.name.endswith(SUFFIXES)
 
 
-def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """(the trace files named by ``args``, [(file, why skipped)] for files in folders that are not traces)."""
-    found, skipped = [], []
+def expand_inputs(args) -> tuple[list[Path], set[Path]]:
+    """(the candidate files named by ``args``, those of them found in folders). A file found in a folder is
+    taken when it is a Flight Recorder dump or its start shows trace events (``not_a_trace``, checked where
+    it is parsed, so that each file is opened by one worker); a file named by the user always is."""
+    found, in_folders = [], set()
     for arg in args:
         if not str(arg).strip():
             raise TraceError('""', "empty path argument")
         p = Path(arg)
         if p.is_dir():
-            for q in sorted(q for q in p.rglob("*") if q.is_file() and (is_trace_name(q) or q.suffix in DUMPS)
-                            and not q.name.endswith(INFLIGHT)):  # read with its dump
-                why = None if is_dump(q) else not_a_trace(q)
-                if why:
-                    skipped.append((q.resolve(), why))
-                else:
-                    found.append(q)
+            listed = sorted(q for q in p.rglob("*") if q.is_file() and (is_trace_name(q) or q.suffix in DUMPS)
+                            and not q.name.endswith(INFLIGHT))  # read with its dump
+            found += listed
+            in_folders.update(q.resolve() for q in listed)
         elif p.exists():
             found.append(p)
         elif glob.has_magic(str(arg)):
@@ -58,11 +57,17 @@ def expand_inputs(args) -> tuple[list[Path], list[tuple[Path, str]]]:
             raise TraceError(arg, "no such file or directory")
     unique = list(dict.fromkeys(p.resolve() for p in found if not p.name.endswith(INFLIGHT)))
     if not unique:
-        what = "no trace files (*.json, *.json.gz) or Flight Recorder dumps (*.pkl) found"
-        if skipped:
-            what += f"; skipped {len(skipped)}: " + ", ".join(f"{q.name} ({why})" for q, why in skipped[:3])
-        raise TraceError(" ".join(map(str, args)) or None, what)
+        raise no_trace_files(args, [])
     for p in unique:
         if not p.is_file():
             raise TraceError(p, "not a regular file")
-    return unique, skipped
+    named = {p.resolve() for p in found if p.resolve() not in in_folders}
+    return unique, in_folders - named
+
+
+def no_trace_files(args, skipped: list[tuple[Path, str]]) -> TraceError:
+    """The error of inputs that hold no trace: ``skipped`` are the files of folders that were not traces."""
+    what = "no trace files (*.json, *.json.gz) or Flight Recorder dumps (*.pkl) found"
+    if skipped:
+        what += f"; skipped {len(skipped)}: " + ", ".join(f"{q.name} ({why})" for q, why in skipped[:3])
+    return TraceError(" ".join(map(str, args)) or None, what)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import TraceError, shown
-from .inputs import expand_inputs
+from .inputs import expand_inputs, no_trace_files
 from .run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from .store.schema import SCHEMA_VERSION
 
@@ -51,7 +51,8 @@ def code_identity() -> str:
 
 
 def store_key(files: list[Path], allow_mixed: bool) -> str:
-    """Identity of a load: the files (path, size, mtime), the options and the code."""
+    """Identity of a load: the files (path, size, mtime; those of folders whether traces or not), the options
+    and the code."""
     h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}".encode())
     for f in files:
         st = f.stat()
@@ -70,7 +71,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     ``progress``, when given, is called ``progress(files_done, files_total, bytes_done, bytes_total)``
     (bytes: the files' sizes on disk) once as parsing begins, with nothing done, then once as each file
     is parsed; a reused store parses nothing and calls it never."""
-    files, skipped = expand_inputs(paths)
+    files, in_folders = expand_inputs(paths)
     key = store_key(files, allow_mixed)
     remove_stale_leftovers()
     if db is not None:
@@ -101,7 +102,11 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     done = False
     try:
-        parsed = _parse_all(files, stage, workers, progress, engine, address)
+        parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
+        skipped = [(s["file"], s["why"]) for s in parsed if s.get("kind") == "skipped"]
+        parsed = [s for s in parsed if s.get("kind") != "skipped"]
+        if not parsed:
+            raise no_trace_files(paths, skipped)
         dumps = [s for s in parsed if s.get("kind") == "flight_recorder"]
         summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
         dumps, dump_issues = _one_dump_per_rank(dumps)
@@ -198,9 +203,10 @@ def connect(path):
     return connect_with_limits(path, read_only=True)
 
 
-def _parse_all(files, stage, workers, progress=None, engine="local", address=None):
-    """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``."""
-    jobs = [(f, stage / f"f{i}") for i, f in enumerate(files)]
+def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
+    """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``.
+    A file of ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
+    jobs = [(f, stage / f"f{i}", f in in_folders) for i, f in enumerate(files)]
     report = _progress_report(files, progress)
     if engine == "ray":
         from .ray_engine import parse_on_ray
@@ -370,11 +376,14 @@ def _main_not_rerun():
 def _parse_one(job):
     from .ingest.flight_recorder import is_dump, read_dump
     from .ingest.rank import parse_rank_file
+    from .inputs import not_a_trace
 
-    path, out = job
+    path, out, sniff = job
     try:
         if is_dump(path):
             return {"kind": "flight_recorder", **read_dump(path)}
+        if sniff and (why := not_a_trace(path)):
+            return {"kind": "skipped", "file": path, "why": why}
         return parse_rank_file(path, out)
     except TraceError:
         raise
