@@ -44,12 +44,9 @@ def run(ctx):
     x = {"Phi_device": phi, "delta": d, "delta_opt": mf.fact(4, "assumed 4 (fp32 optimizer state, docs/parallelism.md 1)"),
          "n_opt": opt["n_opt"], "optimizer": opt["name"], "zero_stage": stage, "N_DP": n_dp,
          **{k: deg[k] for k in ("tp", "pp", "ep")}}
-    P, dl, n, z = phi["value"], d["value"], n_dp["value"], stage["value"]
-    params = dl * P / (n if z == 3 else 1)
-    grads = dl * P / (n if z >= 2 else 1)
-    k = opt["n_opt"]["value"]
-    state = None if k is None else (k + 1) * 4 * P / (n if z >= 1 else 1)
-    total = None if state is None else params + grads + state
+    k, z = opt["n_opt"]["value"], stage["value"]
+    parts = zero_memory(phi["value"], d["value"], k, n_dp["value"], z)
+    params, grads, state, total = (parts[p] for p in ("parameters", "gradients", "optimizer_state", "total"))
     formula = {0: "(2 delta + (n_opt+1) delta_opt) Phi", 1: "(2 delta + (n_opt+1) delta_opt / N_DP) Phi",
                2: "(delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi",
                3: "(2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi"}[z] + f" [ZeRO-{z}, docs/parallelism.md 3.1]"
@@ -77,6 +74,16 @@ def run(ctx):
         return Result(status="not_applicable", numbers=numbers, findings=findings, tables=tables,
                       reason="; ".join(why) or "the modelled total is 0 bytes")
     return Result(status=status, numbers=numbers, findings=findings, tables=tables)
+
+
+def zero_memory(phi, delta, n_opt, n_dp, stage) -> dict:
+    """Bytes per device of parameters, gradients and optimizer state (delta_opt = 4) by the ZeRO table
+    (docs/parallelism.md 3.1); optimizer_state and total are None when n_opt is."""
+    params = delta * phi / (n_dp if stage == 3 else 1)
+    grads = delta * phi / (n_dp if stage >= 2 else 1)
+    state = None if n_opt is None else (n_opt + 1) * 4 * phi / (n_dp if stage >= 1 else 1)
+    return {"parameters": params, "gradients": grads, "optimizer_state": state,
+            "total": None if state is None else params + grads + state}
 
 
 def _any_delta(ctx):

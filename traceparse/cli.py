@@ -342,6 +342,29 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     sys.exit(1 if doc["divergence"] else 0)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@store_options
+@click.option("--layout", "target", required=True, metavar="LAYOUT",
+              help="The layout to forecast, as analyze --layout takes it: 'pp=4,microbatches=8', "
+              "'dp=2,tp=2,zero_stage=3'; keys left out stay as measured (layers: a model of that many layers).")
+@click.option("--given", metavar="LAYOUT", help="What you know of the measured run (as analyze --layout).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def whatif(paths, db, no_cache, allow_mixed, target, given, fmt):
+    """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS."""
+    from .doc_cache import cached
+    from .document import document
+    from .document.layout import parse_stated
+    from .report.whatif import render_whatif
+    from .whatif import whatif_document
+
+    stated, wanted = parse_stated(given), parse_stated(target)
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
+        out = whatif_document(con, doc, wanted)
+    click.echo(json.dumps(out, indent=2, default=str) if fmt == "json" else render_whatif(out))
+
+
 @main.group()
 def rules():
     """Rule files."""

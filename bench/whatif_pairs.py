@@ -1,0 +1,113 @@
+"""Predict fixture runs from other fixture runs with ``traceparse whatif`` and compare with what they measured.
+
+    python bench/whatif_pairs.py            # the table (Markdown); --json for the rows
+
+Truth per target run: bytes per rank per step per strategy from its truth.json (the collectives the job issued,
+in the notes' metric: all-reduce 2 x size, other collectives their full size, sends their size, receives 0),
+memory per device by the ZeRO table from its truth.json configuration (params per rank, dtype_bytes, n_opt, dp,
+zero stage), and its measured step time (mean window of its trace).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "fixtures" / "runs"
+
+# (name, measured run, target layout, given facts of the measured run, the run that has the target layout)
+PAIRS = [
+    ("pipeline: GPipe m = 8 from m = 4", "pp4_gpipe_m4", "microbatches=8", "", "pp4_gpipe_m8"),
+    ("pipeline: 1F1B m = 8 from m = 4", "pp4_1f1b_m4", "microbatches=8", "", "pp4_1f1b_m8"),
+    ("pipeline: interleaved v = 2 from 1F1B (8 layers)", "pp4_1f1b_m4",
+     "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "", "pp4_interleaved_m4"),
+    ("data parallel: ZeRO-1 from DDP", "ddp4", "zero_stage=1", "", "zero1_dp4"),
+    ("data parallel: ZeRO-2 from DDP", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4"),
+    ("data parallel: ZeRO-3 from DDP", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4"),
+    ("tensor parallel: tp4 from tp2", "tp2", "tp=4", "", "tp4"),
+    ("cross-strategy: dp2 x tp2 (ZeRO-3) from tp4", "tp4", "dp=2,tp=2,zero_stage=3", "params=115328", "dp2_tp2"),
+]
+NOTES = {"all_reduce": 2, "send": 1, "recv": 0}
+
+
+def truth_bytes(run: str) -> dict:
+    """{strategy: bytes per rank per step} in the notes' metric, mean over ranks, from truth.json."""
+    t = json.loads((RUNS / run / "truth.json").read_text())
+    per = {}
+    for c in t["comm"]:
+        size = max(c["bytes_in"] or 0, c["bytes_out"] or 0)
+        per.setdefault(c["strategy"], 0)
+        per[c["strategy"]] += c["count"] * size * NOTES.get(c["op"], 1)
+    return {k: v / t["world_size"] for k, v in per.items()}
+
+
+def truth_memory(run: str) -> float:
+    """The ZeRO table's bytes per device from truth.json: Phi = the largest rank's parameters before sharding (its
+    params_per_rank, times the shard count where FSDP shards the parameters, ZeRO-2/3)."""
+    t = json.loads((RUNS / run / "truth.json").read_text())
+    d, k, n, z = t["model"]["dtype_bytes"], t["optimizer"]["n_opt"], t["layout"]["dp"], t["layout"]["zero_stage"] or 0
+    phi = max(t["model"].get("params_per_rank") or [t["model"]["params"]]) * (t["layout"]["dp_shard"] if z >= 2 else 1)
+    params = d * phi / (n if z == 3 else 1)
+    grads = d * phi / (n if z >= 2 else 1)
+    return params + grads + (k + 1) * 4 * phi / (n if z >= 1 else 1)
+
+
+def forecast(run: str, target: str, given: str) -> dict:
+    from traceparse.document import document
+    from traceparse.document.layout import parse_stated
+    from traceparse.load import open_run
+    from traceparse.whatif import whatif_document
+
+    stated = parse_stated(given)
+    with open_run([RUNS / run]) as con:
+        return whatif_document(con, document(con, 10, stated), parse_stated(target))
+
+
+def measured_step(run: str) -> float:
+    from traceparse.load import open_run
+
+    with open_run([RUNS / run]) as con:
+        return con.execute("SELECT avg(window_ns) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
+
+
+def rows() -> list[dict]:
+    out = []
+    for name, run, target, given, truth in PAIRS:
+        got = forecast(run, target, given)["prediction"]
+        step = measured_step(truth)
+        out.append({"pair": name, "from": run, "layout": target, "given": given, "truth_run": truth,
+                    "bytes": got["bytes_per_rank_per_step"], "truth_bytes": truth_bytes(truth),
+                    "memory": got["memory_per_device_bytes"], "truth_memory": truth_memory(truth),
+                    "step_ns": got["step_time_ns"], "truth_step_ns": step,
+                    "step_error": None if got["step_time_ns"] is None else got["step_time_ns"] / step - 1})
+    return out
+
+
+def _n(v):
+    return "?" if v is None else f"{v:,.0f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    got = rows()
+    if a.json:
+        json.dump(got, sys.stdout, indent=2)
+        return
+    print("| pair | command | bytes per rank per step: forecast / truth | memory per device: forecast / truth "
+          "| step time: forecast / measured | error |")
+    print("|---|---|---|---|---|---:|")
+    for r in got:
+        b = ", ".join(f"{k} {_n(r['bytes'][k])} / {r['truth_bytes'].get(k, 0):,.0f}" for k in r["bytes"])
+        mem = "?" if r["memory"] is None else f"{r['memory']:,.0f}"
+        step = "?" if r["step_ns"] is None else f"{r['step_ns'] / 1e6:.1f}"
+        err = "?" if r["step_error"] is None else f"{r['step_error']:+.0%}"
+        cmd = f"`whatif {r['from']} --layout {r['layout']}" + (f" --given {r['given']}`" if r["given"] else "`")
+        print(f"| {r['pair']} | {cmd} | {b} | {mem} / {r['truth_memory']:,.0f} | {step} / "
+              f"{r['truth_step_ns'] / 1e6:.1f} ms | {err} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""whatif: forecasts of one fixture run from another, against what the target run's truth.json says.
+
+Truth is derived here from the target run's configuration: bytes per rank per step from its truth.json
+collectives in the notes' metric (all-reduce 2 x size, other collectives their full size, sends their size),
+memory by the ZeRO table (docs/parallelism.md 3.1) from its params, dtype_bytes, n_opt, dp and zero stage.
+Step times are bounded where the model holds on these 2-core gloo runs (README "What if").
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from traceparse.cli import main
+from traceparse.document import document
+from traceparse.document.layout import parse_stated
+from traceparse.load import open_run
+from traceparse.whatif import whatif_document
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+NOTES = {"all_reduce": 2, "send": 1, "recv": 0}
+
+
+def truth(run):
+    return json.loads((RUNS / run / "truth.json").read_text())
+
+
+def truth_bytes(run, strategy):
+    t = truth(run)
+    total = sum(c["count"] * max(c["bytes_in"] or 0, c["bytes_out"] or 0) * NOTES.get(c["op"], 1)
+                for c in t["comm"] if c["strategy"] == strategy)
+    return total / t["world_size"]
+
+
+def zero_table(run):
+    t = truth(run)
+    z, n = t["layout"]["zero_stage"] or 0, t["layout"]["dp"]
+    d, k = t["model"]["dtype_bytes"], t["optimizer"]["n_opt"]
+    phi = t["model"]["params"]  # these runs are data parallel only: every device holds the whole model
+    return d * phi / (n if z == 3 else 1) + d * phi / (n if z >= 2 else 1) + (k + 1) * 4 * phi / (n if z >= 1 else 1)
+
+
+@pytest.fixture(scope="module")
+def forecast():
+    def run(name, target, given=""):
+        stated = parse_stated(given)
+        with open_run([RUNS / name]) as con:
+            return whatif_document(con, document(con, 10, stated), parse_stated(target))
+    return run
+
+
+@pytest.mark.parametrize("target,run", [("zero_stage=1", "zero1_dp4"), ("zero_stage=2", "fsdp2_zero2_dp4"),
+                                        ("zero_stage=3", "fsdp2_zero3_dp4")])
+def test_zero_memory_from_ddp_is_exact(forecast, target, run):
+    got = forecast("ddp4", target)["prediction"]["memory_per_device_bytes"]
+    assert got == zero_table(run)
+
+
+def test_zero2_bytes_from_ddp_are_exact(forecast):
+    got = forecast("ddp4", "zero_stage=2")["prediction"]["bytes_per_rank_per_step"]
+    assert got == {"dp": truth_bytes("fsdp2_zero2_dp4", "dp")}  # (m + 1) delta Phi, m = 1
+
+
+def test_zero3_bytes_follow_the_notes_formula(forecast):
+    """3 m delta Phi (docs/parallelism.md 3.1); FSDP2 leaves the root's parameters gathered after forward, so
+    the run moves a little less than the formula."""
+    t = truth("ddp4")
+    got = forecast("ddp4", "zero_stage=3")["prediction"]["bytes_per_rank_per_step"]["dp"]
+    assert got == 3 * t["model"]["dtype_bytes"] * t["model"]["params"]
+    assert truth_bytes("fsdp2_zero3_dp4", "dp") < got
+
+
+@pytest.mark.parametrize("source,target,run", [
+    ("pp4_gpipe_m4", "microbatches=8", "pp4_gpipe_m8"),
+    ("pp4_1f1b_m4", "microbatches=8", "pp4_1f1b_m8"),
+    ("pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "pp4_interleaved_m4"),
+])
+def test_pipeline_bytes_are_exact(forecast, source, target, run):
+    got = forecast(source, target)["prediction"]["bytes_per_rank_per_step"]
+    assert got == {"pp": truth_bytes(run, "pp")}
+
+
+def test_tp4_bytes_from_tp2_are_exact(forecast):
+    assert forecast("tp2", "tp=4")["prediction"]["bytes_per_rank_per_step"] == {"tp": truth_bytes("tp4", "tp")}
+
+
+def test_pipeline_bubble_is_the_target_schedules(forecast):
+    t = truth("pp4_interleaved_m4")["layout"]
+    got = forecast("pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8")["prediction"]["bubble"]
+    p, m, v = t["pp"], t["microbatches"], t["virtual_stages"]
+    assert got == pytest.approx((p - 1) / (v * m + p - 1))
+
+
+def test_gpipe_step_time_from_fewer_microbatches_within_15_percent(forecast):
+    with open_run([RUNS / "pp4_gpipe_m8"]) as con:
+        measured = con.execute("SELECT avg(window_ns) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
+    got = forecast("pp4_gpipe_m4", "microbatches=8")["prediction"]["step_time_ns"]
+    assert abs(got / measured - 1) < 0.15
+
+
+def test_every_input_names_its_source(forecast):
+    doc = forecast("tp4", "dp=2,tp=2,zero_stage=3", "params=115328")
+    assert doc["version"] == 1
+    assert all(f["source"] for f in doc["inputs"].values())
+    assert "stated params" in doc["measured"]["Phi_dp"]["source"]
+    assert doc["prediction"]["bytes_per_rank_per_step"]["tp"] == truth_bytes("dp2_tp2", "tp")
+
+
+def test_cli_text_and_json():
+    runner = CliRunner()
+    out = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2"])
+    assert out.exit_code == 0, out.output
+    assert f"dp: {truth_bytes('fsdp2_zero2_dp4', 'dp'):,.0f} B" in out.output
+    got = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2", "--format", "json"])
+    doc = json.loads(got.stdout)
+    assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bytes_per_rank_per_step", "memory_per_device_bytes",
+                                      "exposed_comm_ns"}
+    bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
+    assert bad.exit_code == 2 and "unknown keys warp" in bad.output

@@ -1,0 +1,29 @@
+"""The text of ``traceparse whatif``."""
+
+
+def _ms(ns):
+    return "?" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def _bytes(b):
+    return "?" if b is None else f"{b:,.0f} B"
+
+
+def render_whatif(doc: dict) -> str:
+    t, p, m = doc["target"], doc["prediction"], doc["measured"]
+    layout = ", ".join(f"{k}={v}" for k, v in t.items() if v not in (None, 1) or k == "zero_stage")
+    lines = [f"target: {layout}",
+             f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
+             f"  how: {doc['how']['step_time']}",
+             f"bubble: {'?' if p['bubble'] is None else format(p['bubble'], '.1%')}",
+             f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
+             "bytes per rank per step:"]
+    for k, b in p["bytes_per_rank_per_step"].items():
+        lines.append(f"  {k}: {_bytes(b)}  [{doc['how']['bytes'][k]}]")
+    lines.append("exposed communication per step:")
+    for k, ns in p["exposed_comm_ns"].items():
+        lines.append(f"  {k}: {_ms(ns)}  [{doc['how']['exposed_comm'][k]}]")
+    lines.append("inputs:")
+    for k, f in doc["inputs"].items():
+        lines.append(f"  {k} = {f['value']}  ({f['source']})")
+    return "\n".join(lines)

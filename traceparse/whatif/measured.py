@@ -1,0 +1,60 @@
+"""What a forecast starts from: the measured run, read from its analyze document and its store.
+
+Every value is ``{"value": v, "source": "..."}`` (analyzers.model_facts.fact). The model facts (Phi, delta,
+b S H, layers, optimizer) are the ones the comm_volume and memory checks used, taken from their sections of the
+document; times are means per rank per profiled step of the store's vocabulary (window_totals,
+window_strategy_comm).
+"""
+
+from ..analyzers.model_facts import fact
+
+LAYOUT = ("dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages")
+
+
+def measured(con, doc: dict) -> dict:
+    """{name: fact} of the measured run."""
+    checks = doc["checks"]
+    volume, memory, bubble = checks["comm_volume"], checks["memory"], checks["bubble"]
+    x = {k: v for k, v in (volume.get("inputs") or {}).items() if isinstance(v, dict) and "value" in v}
+    out = {k: x.get(k) or fact(doc["layout"].get(k), doc["layout"]["evidence"].get(k, "layout")) for k in LAYOUT}
+    out["pp_schedule"] = fact(doc["layout"].get("pp_schedule") or bubble.get("schedule"),
+                              doc["layout"]["evidence"].get("pp_schedule", "layout"))
+    for k in ("delta", "Phi_dp", "b", "S", "H", "bSH", "L_local", "kv_over_q", "K_MoE"):
+        out[k] = x.get(k) or fact(None, "the comm_volume check did not report it")
+    per_strategy = [x[k] for k in ("delta_tp", "delta_pp", "delta_cp", "delta_sp", "delta_ep") if x.get(k, {}).get("value")]
+    if out["delta"]["value"] is None and per_strategy:  # no dp collective: the element size of another strategy's
+        out["delta"] = per_strategy[0]
+    for k in ("delta_tp", "delta_pp", "delta_cp", "delta_sp", "delta_ep"):
+        out[k] = x[k] if x.get(k, {}).get("value") is not None else out["delta"]
+    mem = memory.get("inputs") or {}
+    for k in ("Phi_device", "n_opt", "delta_opt"):
+        out[k] = mem.get(k) or fact(None, f"the memory check did not report it ({memory.get('reason', '')})")
+    out["bytes"] = {s: fact(v["measured_bytes"], "comm_volume: measured bytes per rank per step (notes' metric)")
+                    for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_bytes") is not None}
+    out["bubble"] = fact(bubble.get("measured"), "bubble: measured (1 - compute / step time, mean over pp ranks)")
+    out.update(_times(con))
+    return out
+
+
+def _times(con) -> dict:
+    """Step, compute and exposed communication per strategy: means per rank per step window."""
+    step, compute, comm, hidden = con.execute(
+        "SELECT avg(window_ns), avg(compute_ns), avg(comm_ns), avg(hidden_ns) FROM window_totals WHERE step IS NOT NULL"
+    ).fetchone()
+    windows = con.execute("SELECT count(*) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
+    exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")
+               for s, ns in con.execute(
+                   "SELECT strategy, sum(comm_ns - hidden_ns) / ? FROM window_strategy_comm WHERE step IS NOT NULL "
+                   "GROUP BY 1 ORDER BY 1", [max(windows, 1)]).fetchall()}
+    src = "window_totals: mean over ranks and profiled steps"
+    return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
+            "exposed_comm_ns": exposed,
+            "optimizer_ns": fact(_optimizer_ns(con, max(windows, 1)),
+                                 "events: Optimizer.step#*.step time per rank-step window (outermost)")}
+
+
+def _optimizer_ns(con, windows):
+    got = con.execute(
+        "SELECT sum(dur_ns) FROM events WHERE step IS NOT NULL AND name LIKE 'Optimizer.step#%.step' "
+        "AND name NOT ILIKE '%zeroredundancyoptimizer%'").fetchone()[0]
+    return (got or 0) / windows
