@@ -118,3 +118,45 @@ def test_cli_text_and_json():
                                       "exposed_comm_ns"}
     bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
     assert bad.exit_code == 2 and "unknown keys warp" in bad.output
+
+
+# --- --sweep ---------------------------------------------------------------------------------------
+
+def sweep(*args):
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4"), "--sweep", "--format", "json", *args])
+    assert got.exit_code == 0, got.output
+    return json.loads(got.stdout)
+
+
+def test_sweep_enumerates_every_split_of_the_world():
+    t = truth("ddp4")
+    doc = sweep()
+    world, layers = t["world_size"], t["model"]["layers"]
+    splits = [(d, p, world // d // p) for d in range(1, world + 1) for p in range(1, world + 1)
+              if world % (d * p) == 0]  # (dp, pp, tp)
+    expected = sum(4 if dp > 1 else 1 for dp, _, _ in splits)  # every ZeRO stage where dp > 1
+    assert doc["world_size"] == world and len(doc["candidates"]) == expected
+    reasons = {(c["layout"]["dp"], c["layout"]["tp"], c["layout"]["pp"]): c["excluded"] for c in doc["candidates"]}
+    assert reasons[(1, 1, 4)] == f"PP 4 exceeds the {layers:g} layers"
+    assert all(why is None for key, why in reasons.items() if key[2] <= layers)
+
+
+def test_sweep_applies_the_node_heads_and_memory_bounds():
+    bound = zero_table("fsdp2_zero2_dp4")  # ZeRO-2 on 4 ranks just fits
+    doc = sweep("--given", "ranks_per_node=2,kv_heads=4", "--device-memory", str(bound / 2**30))
+    for c in doc["candidates"]:
+        t, mem = c["layout"], c["prediction"]["memory_per_device_bytes"]
+        if t["tp"] > 2:
+            assert c["excluded"].startswith("TP 4 spans more than a node's 2 ranks")
+        elif t["pp"] <= truth("ddp4")["model"]["layers"]:
+            assert (c["excluded"] is None) == (mem <= bound * (1 + 1e-12)), c
+    kept = [c["prediction"]["step_time_ns"] for c in doc["candidates"] if not c["excluded"]]
+    assert kept == sorted(kept) and kept  # ranked, fastest first
+    zero2 = next(c for c in doc["candidates"] if (c["layout"]["dp"], c["layout"]["zero_stage"]) == (4, 2))
+    assert zero2["excluded"] is None
+    assert zero2["prediction"]["bytes_per_rank_per_step"] == {"dp": truth_bytes("fsdp2_zero2_dp4", "dp")}
+
+
+def test_whatif_needs_a_layout_or_sweep():
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4")])
+    assert got.exit_code == 2 and "either --layout TARGET or --sweep" in got.output

@@ -345,24 +345,39 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @store_options
-@click.option("--layout", "target", required=True, metavar="LAYOUT",
+@click.option("--layout", "target", metavar="LAYOUT",
               help="The layout to forecast, as analyze --layout takes it: 'pp=4,microbatches=8', "
               "'dp=2,tp=2,zero_stage=3'; keys left out stay as measured (layers: a model of that many layers).")
 @click.option("--given", metavar="LAYOUT", help="What you know of the measured run (as analyze --layout).")
+@click.option("--sweep", "do_sweep", is_flag=True, help="Instead of --layout: every layout of the same world size, "
+              "ranked by predicted step time, with the reason each excluded one was.")
+@click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), metavar="GIB",
+              help="With --sweep: exclude layouts whose memory per device exceeds GIB.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def whatif(paths, db, no_cache, allow_mixed, target, given, fmt):
-    """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS."""
+def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_memory, fmt):
+    """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
+    every layout of its world size (--sweep)."""
     from .doc_cache import cached
     from .document import document
+    from .document import given as given_values
     from .document.layout import parse_stated
-    from .report.whatif import render_whatif
-    from .whatif import whatif_document
+    from .report.whatif import render_sweep, render_whatif
+    from .whatif import sweep_document, whatif_document
 
+    if bool(target) == do_sweep:
+        raise click.UsageError("give either --layout TARGET or --sweep")
     stated, wanted = parse_stated(given), parse_stated(target)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
-        out = whatif_document(con, doc, wanted)
-    click.echo(json.dumps(out, indent=2, default=str) if fmt == "json" else render_whatif(out))
+        if do_sweep:
+            known = given_values(con, stated)[0]
+            out = sweep_document(con, doc, known, device_memory * 2**30 if device_memory else None)
+        else:
+            out = whatif_document(con, doc, wanted)
+    if fmt == "json":
+        click.echo(json.dumps(out, indent=2, default=str))
+    else:
+        click.echo(render_sweep(out) if do_sweep else render_whatif(out))
 
 
 @main.group()

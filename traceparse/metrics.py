@@ -104,6 +104,24 @@ METRICS = {
         "group the highest sequence number completed (Flight Recorder: state completed, or retired on backends "
         "that record no completion)",
     ),
+    "whatif": (
+        "Forecast of another layout of the same model (traceparse whatif)",
+        "bytes_per_rank_per_step[strategy] = the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
+        "m and v and the measured Phi (x measured tp pp / target tp pp x target layers / measured layers), delta, "
+        "b S H, layers; memory_per_device_bytes = the ZeRO table (docs/parallelism.md 3.1) with the target's N_DP "
+        "and stage, activations not included; bubble = the notes' formula for the target schedule (3.2); "
+        "exposed_comm_ns[strategy] = measured exposed time of that strategy per byte (window_strategy_comm, "
+        "comm_ns - hidden_ns) x target bytes, else the run's exposed time per byte over every strategy; "
+        "step_time_ns without a measured pipeline = compute x (m, layers held, 1/N_TP, 1/(N_CP N_SP) target / "
+        "measured) / (1 - bubble) + exposed communication + the measured rest (step - compute - exposed); from a "
+        "measured pipeline = 2 m v actions x (compute per action scaled by layers per chunk and 1/N_TP + the "
+        "measured overhead per action) / (1 - bubble) + exposed non-pipeline communication. --sweep: every "
+        "dp x tp x pp of the world size (cp, sp, ep as measured), every ZeRO stage where dp > 1, 1F1B with m = "
+        "max(m, N_PP) and interleaved v = 2 where the layers divide into 2 N_PP chunks; excluded when TP > "
+        "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory",
+        "step_time_ns and exposed_comm_ns per rank per step; bytes per rank per step; memory per device; bubble a "
+        "fraction of the step; every input with its source in inputs and measured",
+    ),
     "collectives": (
         "Collectives per rank per step",
         "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "

@@ -27,3 +27,16 @@ def render_whatif(doc: dict) -> str:
     for k, f in doc["inputs"].items():
         lines.append(f"  {k} = {f['value']}  ({f['source']})")
     return "\n".join(lines)
+
+
+def render_sweep(doc: dict) -> str:
+    lines = [f"layouts of {doc['world_size']} ranks, fastest predicted first:",
+             "bounds: " + ", ".join(f"{k} {v}" for k, v in doc["bounds"].items())]
+    for c in doc["candidates"]:
+        t, p = c["layout"], c["prediction"]
+        name = ", ".join(f"{k}={t[k]}" for k in ("dp", "tp", "pp", "zero_stage", "pp_schedule", "microbatches",
+                                                   "virtual_stages") if t.get(k) is not None)
+        tail = f"excluded: {c['excluded']}" if c["excluded"] else (
+            f"step {_ms(p['step_time_ns'])}" + ("" if p["step_time_ns"] is not None else f" ({c['step_time_how']})"))
+        lines.append(f"  {name}: {tail}; memory {_bytes(p['memory_per_device_bytes'])}")
+    return "\n".join(lines)

@@ -7,6 +7,7 @@ communication per strategy, memory per device). The models are in ``forecast``.
 
 from .forecast import forecast
 from .measured import measured
+from .sweep import sweep
 
 VERSION = 1
 
@@ -16,3 +17,13 @@ def whatif_document(con, doc: dict, target: dict) -> dict:
     facts = measured(con, doc)
     got = forecast(facts, target)
     return {"version": VERSION, "run": doc["run"], "measured": facts, **got}
+
+
+def sweep_document(con, doc: dict, given: dict, device_memory_bytes=None) -> dict:
+    """The ``--sweep`` document: every layout of the run's world size, ranked (``sweep.sweep``). ``given``: what
+    is known of the model (stated and the traces' metadata: ranks_per_node, kv_heads bound the candidates)."""
+    facts = measured(con, doc)
+    bounds = {k: given.get(k) for k in ("ranks_per_node", "kv_heads")}
+    bounds["device_memory_bytes"] = device_memory_bytes
+    world = con.execute("SELECT count(*) FROM ranks").fetchone()[0]
+    return {"version": VERSION, "run": doc["run"], "measured": facts, **sweep(facts, bounds, world)}

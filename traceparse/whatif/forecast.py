@@ -129,14 +129,18 @@ def _step(m, s, t, exposed, layers):
         return None, None, "a strategy's exposed communication is unknown"
     work = (s["tp"] * s["cp"] * s["sp"]) / (t["tp"] * t["cp"] * t["sp"])
     bubble_t = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"]) if t["pp"] > 1 else 0.0
-    if t["pp"] == 1 and s["pp"] == 1:
-        rest = T - C - sum(e_s.values())
-        c_t = C * work * t["microbatches"] / s["microbatches"] * (layers / (m["L_local"]["value"] or layers) if layers else 1)
-        return (c_t + sum(e_t.values()) + rest, 0.0,
-                "compute x work per device + exposed communication per strategy + the measured rest (step - compute - "
-                "exposed, kept)")
     if s["pp"] == 1:
-        return None, bubble_t, "a pipeline forecast needs a pipelined run (the per-action overhead is measured there)"
+        rest = T - C - sum(e_s.values())
+        held = layers / t["pp"] / (m["L_local"]["value"] or layers) if layers else 1 / t["pp"]
+        c_t = C * work * t["microbatches"] / s["microbatches"] * held
+        if bubble_t is None:
+            return None, None, f"no bubble formula for {t['pp_schedule']}"
+        how = ("compute x work per device + exposed communication per strategy + the measured rest (step - compute "
+               "- exposed, kept)")
+        if t["pp"] > 1:
+            how = ("compute x work per device / (1 - bubble) + exposed communication per strategy + the measured "
+                   "rest: the run has no pipeline, so no per-action overhead is known (taken as 0)")
+        return c_t / (1 - bubble_t) + sum(e_t.values()) + rest, bubble_t, how
     bubble_s = expected_bubble(s["pp_schedule"], s["pp"], s["microbatches"], s["virtual_stages"])
     if bubble_s is None or bubble_t is None:
         return None, bubble_t, "no bubble formula for the measured or the target schedule"

@@ -1,0 +1,68 @@
+"""``whatif --sweep``: every layout of the same world size within the notes' bounds, ranked by predicted step time.
+
+Candidates keep the measured cp, sp and ep and the micro-batch size; for each split of the rest of the world into
+dp x tp x pp they take every ZeRO stage (dp > 1) and, with a pipeline, 1F1B with m = max(measured m, N_PP) and, when
+the layers divide into 2 N_PP chunks, interleaved 1F1B with v = 2. A candidate is excluded, with the reason, when
+TP spans more ranks than a node holds (``ranks_per_node``) or more heads than the model has kv heads
+(``kv_heads``), when PP has more stages than the model has layers or the layers do not divide evenly, or when its
+memory exceeds the device's (``device_memory_bytes``). A bound whose fact is unknown is not applied and said so.
+"""
+
+from .forecast import forecast
+
+
+def divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidates(t0: dict, world: int, layers) -> list[dict]:
+    """Target layouts (parse_stated keys) for ``world`` ranks, from the measured layout ``t0``."""
+    fixed = (t0["cp"] or 1) * (t0["sp"] or 1)
+    if world % fixed:
+        return []
+    out = []
+    for tp in divisors(world // fixed):
+        for pp in divisors(world // fixed // tp):
+            dp = world // fixed // tp // pp
+            base = {"dp": dp, "tp": tp, "pp": pp, "cp": t0["cp"] or 1, "sp": t0["sp"] or 1, "ep": t0["ep"] or 1}
+            m = max(t0["microbatches"] or 1, pp) if pp > 1 else (t0["microbatches"] or 1)
+            pipes = [{}] if pp == 1 else [{"pp_schedule": "1f1b", "microbatches": m, "virtual_stages": 1}]
+            if pp > 1 and layers and layers % (2 * pp) == 0:
+                pipes.append({"pp_schedule": "interleaved_1f1b", "microbatches": m, "virtual_stages": 2})
+            for z in (0, 1, 2, 3) if dp > 1 else (0,):
+                for p in pipes:
+                    out.append({**base, "zero_stage": z, **({"microbatches": m} if pp == 1 else p)})
+    return out
+
+
+def excluded(c: dict, facts: dict, layers, memory) -> str | None:
+    node, kv, dev = facts.get("ranks_per_node"), facts.get("kv_heads"), facts.get("device_memory_bytes")
+    if node and c["tp"] > node:
+        return f"TP {c['tp']} spans more than a node's {node} ranks (docs/parallelism.md 3.3: TP stays within a node)"
+    if kv and c["tp"] > kv:
+        return f"TP {c['tp']} exceeds the {kv} kv heads"
+    if layers and c["pp"] > layers:
+        return f"PP {c['pp']} exceeds the {layers:g} layers"
+    if layers and layers % c["pp"]:
+        return f"{layers:g} layers do not divide into {c['pp']} equal stages"
+    if dev and memory and memory > dev:
+        return f"memory {memory:,.0f} B exceeds the device's {dev:,.0f} B"
+    return None
+
+
+def sweep(m: dict, facts: dict, world: int) -> dict:
+    """{candidates (ranked: predicted step time, fastest first; excluded last), bounds (what was applied)}."""
+    layers = (m["L_local"]["value"] or 0) * (m["pp"]["value"] or 1) or None
+    t0 = {k: m[k]["value"] for k in ("cp", "sp", "ep", "microbatches")}
+    rows = []
+    for c in candidates(t0, world, layers):
+        got = forecast(m, c)
+        why = excluded(c, facts, layers, got["prediction"]["memory_per_device_bytes"])
+        rows.append({"layout": got["target"], "prediction": got["prediction"], "excluded": why,
+                     "step_time_how": got["how"]["step_time"]})
+    rows.sort(key=lambda r: (r["excluded"] is not None, r["prediction"]["step_time_ns"] is None,
+                             r["prediction"]["step_time_ns"] or 0))
+    bounds = {k: facts.get(k) if facts.get(k) else "unknown: not applied (state it with --given)"
+              for k in ("ranks_per_node", "kv_heads", "device_memory_bytes")}
+    bounds["layers"] = layers or "unknown: not applied"
+    return {"world_size": world, "bounds": bounds, "candidates": rows}
