@@ -25,7 +25,7 @@ PAIRS = [
     ("data parallel: ZeRO-1 from DDP", "ddp4", "zero_stage=1", "", "zero1_dp4"),
     ("data parallel: ZeRO-2 from DDP", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4"),
     ("data parallel: ZeRO-3 from DDP", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4"),
-    ("tensor parallel: tp4 from tp2", "tp2", "tp=4", "", "tp4"),
+    ("tensor parallel: tp4 from tp2", "tp2", "dp=1,tp=4", "", "tp4"),
     ("cross-strategy: dp2 x tp2 (ZeRO-3) from tp4", "tp4", "dp=2,tp=2,zero_stage=3", "params=115328", "dp2_tp2"),
 ]
 NOTES = {"all_reduce": 2, "send": 1, "recv": 0}

@@ -82,7 +82,7 @@ def test_pipeline_bytes_are_exact(forecast, source, target, run):
 
 
 def test_tp4_bytes_from_tp2_are_exact(forecast):
-    assert forecast("tp2", "tp=4")["prediction"]["bytes_per_rank_per_step"] == {"tp": truth_bytes("tp4", "tp")}
+    assert forecast("tp2", "dp=1,tp=4")["prediction"]["bytes_per_rank_per_step"] == {"tp": truth_bytes("tp4", "tp")}
 
 
 def test_pipeline_bubble_is_the_target_schedules(forecast):

@@ -20,6 +20,7 @@ from ..analyzers.bubble import expected_bubble
 from ..analyzers.comm_volume import expected
 from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
+from ..errors import TraceError
 from .measured import LAYOUT
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
@@ -27,10 +28,18 @@ STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
 
 def target_layout(m: dict, given: dict) -> dict:
     """The target's layout: the given keys over the measured run's (a pipeline's schedule defaults to 1f1b, its v
-    to 1); the model's layers when given."""
+    to 1); the model's layers when given. Without a given dp, dp keeps the measured world size (dp x tp x pp x cp
+    x sp); a given dp may change it."""
     t = {k: given.get(k, m[k]["value"]) for k in LAYOUT}
     for k in STRATEGIES + ("microbatches", "virtual_stages"):
         t[k] = t[k] or 1
+    if "dp" not in given:
+        world = _world({k: m[k]["value"] or 1 for k in STRATEGIES})
+        model = _world({**t, "dp": 1})
+        if world % model:
+            raise TraceError(None, f"--layout: tp x pp x cp x sp = {model} does not divide the measured world of "
+                             f"{world} ranks; give dp as well")
+        t["dp"] = world // model
     t["zero_stage"] = t["zero_stage"] or 0
     if t["pp"] > 1 and not t["pp_schedule"]:
         t["pp_schedule"] = "1f1b"
@@ -38,6 +47,11 @@ def target_layout(m: dict, given: dict) -> dict:
         t["pp_schedule"], t["virtual_stages"] = None, 1
     t["layers"] = given.get("layers")
     return t
+
+
+def _world(degrees: dict) -> int:
+    """Ranks of a layout: dp x tp x pp x cp x sp (ep folds into dp)."""
+    return degrees["dp"] * degrees["tp"] * degrees["pp"] * degrees["cp"] * degrees["sp"]
 
 
 def forecast(m: dict, given: dict) -> dict:
@@ -71,7 +85,7 @@ def forecast(m: dict, given: dict) -> dict:
     exposed = _exposed(m, volume)
     step, bubble, how = _step(m, s, t, exposed, layers_t)
     return {
-        "target": t,
+        "target": {**t, "world_size": _world(t)},
         "prediction": {
             "step_time_ns": step,
             "bubble": bubble,
