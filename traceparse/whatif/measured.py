@@ -38,23 +38,12 @@ def measured(con, doc: dict) -> dict:
 
 def _times(con) -> dict:
     """Step, compute and exposed communication per strategy: means per rank per step window."""
-    step, compute, comm, hidden = con.execute(
-        "SELECT avg(window_ns), avg(compute_ns), avg(comm_ns), avg(hidden_ns) FROM window_totals WHERE step IS NOT NULL"
-    ).fetchone()
-    windows = con.execute("SELECT count(*) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
+    step, compute, windows = con.execute(
+        "SELECT avg(window_ns), avg(compute_ns), count(*) FROM window_totals WHERE step IS NOT NULL").fetchone()
     exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")
                for s, ns in con.execute(
                    "SELECT strategy, sum(comm_ns - hidden_ns) / ? FROM window_strategy_comm WHERE step IS NOT NULL "
                    "GROUP BY 1 ORDER BY 1", [max(windows, 1)]).fetchall()}
     src = "window_totals: mean over ranks and profiled steps"
     return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
-            "exposed_comm_ns": exposed,
-            "optimizer_ns": fact(_optimizer_ns(con, max(windows, 1)),
-                                 "events: Optimizer.step#*.step time per rank-step window (outermost)")}
-
-
-def _optimizer_ns(con, windows):
-    got = con.execute(
-        "SELECT sum(dur_ns) FROM events WHERE step IS NOT NULL AND name LIKE 'Optimizer.step#%.step' "
-        "AND name NOT ILIKE '%zeroredundancyoptimizer%'").fetchone()[0]
-    return (got or 0) / windows
+            "exposed_comm_ns": exposed}

@@ -62,7 +62,8 @@ def sweep(m: dict, facts: dict, world: int) -> dict:
                      "step_time_how": got["how"]["step_time"]})
     rows.sort(key=lambda r: (r["excluded"] is not None, r["prediction"]["step_time_ns"] is None,
                              r["prediction"]["step_time_ns"] or 0))
-    bounds = {k: facts.get(k) if facts.get(k) else "unknown: not applied (state it with --given)"
-              for k in ("ranks_per_node", "kv_heads", "device_memory_bytes")}
+    how = {"ranks_per_node": "--given ranks_per_node=N", "kv_heads": "--given kv_heads=N",
+           "device_memory_bytes": "--device-memory GIB"}
+    bounds = {k: facts.get(k) or f"unknown: not applied (state it with {how[k]})" for k in how}
     bounds["layers"] = layers or "unknown: not applied"
     return {"world_size": world, "bounds": bounds, "candidates": rows}
