@@ -160,3 +160,27 @@ def test_sweep_applies_the_node_heads_and_memory_bounds():
 def test_whatif_needs_a_layout_or_sweep():
     got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4")])
     assert got.exit_code == 2 and "either --layout TARGET or --sweep" in got.output
+
+
+def test_communication_fit_is_least_squares_of_time_on_bytes():
+    """Per (strategy, op, group size) on a real RCCL trace: the fit equals statistics.linear_regression over
+    the profiled operations (bytes: the larger of input and output; time: execution, else the CPU call)."""
+    import statistics
+
+    trace = Path(__file__).resolve().parents[1] / "fixtures" / "public" / "tracelens" / "mi300_resnet_ddp_rank0.json.gz"
+    with open_run([trace]) as con:
+        doc = whatif_document(con, document(con, 10, {}), {"dp": 2})
+        ops = con.execute(
+            "SELECT strategy, op, greatest(bytes_in, coalesce(bytes_out, 0)), coalesce(exec_dur_ns, host_dur_ns) "
+            "FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0").fetchall()
+    fits = doc["measured"]["comm_fit"]
+    assert fits
+    for f in fits:
+        xs = [b for s, op, b, _ in ops if (s, op) == (f["strategy"], f["op"])]
+        ys = [t for s, op, _, t in ops if (s, op) == (f["strategy"], f["op"])]
+        assert f["ops"] == len(xs) and f["sizes"] == len(set(xs))
+        slope, intercept = statistics.linear_regression(xs, ys)
+        if f["latency_ns"] is not None:
+            assert f["latency_ns"] == pytest.approx(intercept) and f["bandwidth_bytes_per_s"] == pytest.approx(1e9 / slope)
+        else:
+            assert f["bandwidth_bytes_per_s"] == pytest.approx(1e9 * sum(xs) / sum(ys))

@@ -23,6 +23,12 @@ def render_whatif(doc: dict) -> str:
     lines.append("exposed communication per step:")
     for k, ns in p["exposed_comm_ns"].items():
         lines.append(f"  {k}: {_ms(ns)}  [{doc['how']['exposed_comm'][k]}]")
+    lines.append("communication measured (time = latency + bytes / bandwidth; relative RMS error of the fit):")
+    for f in m["comm_fit"]:
+        latency = "?" if f["latency_ns"] is None else f"{f['latency_ns'] / 1e3:.0f} us"
+        bw = "?" if f["bandwidth_bytes_per_s"] is None else f"{f['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s"
+        lines.append(f"  {f['strategy']} {f['op']} x{f['group_size']}: {f['ops']} ops, {f['sizes']} sizes, latency "
+                     f"{latency}, bandwidth {bw}, error {f['rms_error']:.0%}")
     lines.append("inputs:")
     for k, f in doc["inputs"].items():
         lines.append(f"  {k} = {f['value']}  ({f['source']})")

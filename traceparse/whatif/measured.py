@@ -33,6 +33,7 @@ def measured(con, doc: dict) -> dict:
                     for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_bytes") is not None}
     out["bubble"] = fact(bubble.get("measured"), "bubble: measured (1 - compute / step time, mean over pp ranks)")
     out.update(_times(con))
+    out["comm_fit"] = _comm_fit(con)
     return out
 
 
@@ -47,3 +48,38 @@ def _times(con) -> dict:
     src = "window_totals: mean over ranks and profiled steps"
     return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
             "exposed_comm_ns": exposed}
+
+
+def _comm_fit(con) -> list[dict]:
+    """Per (strategy, op, group size): time = latency + bytes / bandwidth, least squares over the profiled operations
+    (bytes: the larger of input and output; time: the execution, else the CPU call), with the fit's relative RMS
+    error; with a single size, or where the fit's latency or slope comes out negative (too few sizes, noisy times),
+    time per byte only."""
+    rows = con.execute(
+        """
+        WITH o AS (
+            SELECT coalesce(strategy, 'untagged') AS strategy, op, group_size,
+                   greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t
+            FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0 AND coalesce(exec_dur_ns, host_dur_ns) IS NOT NULL
+        ),
+        f AS (
+            SELECT strategy, op, group_size, count(*) AS n, count(DISTINCT b) AS sizes, avg(t) AS mean_t,
+                   sum(t) / sum(b) AS per_byte, regr_intercept(t, b) AS a, regr_slope(t, b) AS k
+            FROM o GROUP BY ALL
+        ),
+        r AS (
+            SELECT f.*, CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.a END AS latency_ns,
+                   CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.k ELSE f.per_byte END AS slope
+            FROM f
+        )
+        SELECT r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope,
+               sqrt(avg(power(o.t - coalesce(r.latency_ns, 0) - r.slope * o.b, 2))) / any_value(r.mean_t) AS err
+        FROM r JOIN o ON o.strategy = r.strategy AND o.op = r.op AND o.group_size IS NOT DISTINCT FROM r.group_size
+        GROUP BY r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope ORDER BY 1, 2, 3
+        """).fetchall()
+    return [{"strategy": s, "op": op, "group_size": g, "ops": n, "sizes": sizes, "latency_ns": a,
+             "bandwidth_bytes_per_s": 1e9 / k if k and k > 0 else None, "rms_error": err,
+             "source": "comm_ops in the profiled steps: least squares of time on bytes" if a is not None else
+                       "comm_ops in the profiled steps: time per byte only, latency folded in (one size, or a fit with "
+                       "a negative latency or slope)"}
+            for s, op, g, n, sizes, a, k, err in rows]
