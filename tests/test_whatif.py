@@ -184,3 +184,21 @@ def test_communication_fit_is_least_squares_of_time_on_bytes():
             assert f["latency_ns"] == pytest.approx(intercept) and f["bandwidth_bytes_per_s"] == pytest.approx(1e9 / slope)
         else:
             assert f["bandwidth_bytes_per_s"] == pytest.approx(1e9 * sum(xs) / sum(ys))
+
+
+@pytest.mark.parametrize("args,bars", [(["--sweep"], "kept"), (["--layout", "microbatches=8"], 2)],
+                         ids=["sweep", "one"])
+def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
+    run = "ddp4" if args[0] == "--sweep" else "pp4_gpipe_m4"
+    out = tmp_path / "whatif.html"
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / run), *args, "--format", "html", "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    seen = browser_page(out, screenshot=tmp_path / "page.png")
+    assert seen.console_errors == [] and seen.page_errors == [] and seen.requests == []
+    assert seen.charts == 1 and seen.chart_errors == 0
+    if bars == "kept":  # every layout the sweep kept and could time is a bar, named in the page's text
+        doc = json.loads(CliRunner().invoke(main, ["whatif", str(RUNS / run), *args, "--format", "json"]).stdout)
+        kept = [c for c in doc["candidates"] if not c["excluded"] and c["prediction"]["step_time_ns"] is not None]
+        assert kept and all(f"zero_stage={c['layout']['zero_stage']}" in seen.text for c in kept)
+    else:
+        assert "measured run" in seen.text

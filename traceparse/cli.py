@@ -353,15 +353,17 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
               "ranked by predicted step time, with the reason each excluded one was.")
 @click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), metavar="GIB",
               help="With --sweep: exclude layouts whose memory per device exceeds GIB.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_memory, fmt):
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
+              help="html: one offline page, the forecast (or the sweep's ranking) charted above the text.")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of standard output.")
+def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_memory, fmt, output):
     """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
     every layout of its world size (--sweep)."""
     from .doc_cache import cached
     from .document import document
     from .document import given as given_values
     from .document.layout import parse_stated
-    from .report.whatif import render_sweep, render_whatif
+    from .report.whatif import render_sweep, render_whatif, render_whatif_html
     from .whatif import sweep_document, whatif_document
 
     if bool(target) == do_sweep:
@@ -375,9 +377,16 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_mem
         else:
             out = whatif_document(con, doc, wanted)
     if fmt == "json":
-        click.echo(json.dumps(out, indent=2, default=str))
+        text = json.dumps(out, indent=2, default=str)
+    elif fmt == "html":
+        text = render_whatif_html(out)
     else:
-        click.echo(render_sweep(out) if do_sweep else render_whatif(out))
+        text = render_sweep(out) if do_sweep else render_whatif(out)
+    if output:
+        _write_file(output, text + "\n")
+        click.echo(f"traceparse: report written to {output}", err=True)
+    else:
+        click.echo(text)
 
 
 @main.group()

@@ -1,6 +1,15 @@
 """The text of ``traceparse whatif``."""
 
 
+def layout_name(t: dict) -> str:
+    """dp, tp, pp and the ZeRO stage; cp, sp, ep, m and v when above 1; a pipeline's schedule and m."""
+    pipeline = (t.get("pp") or 1) > 1
+    keys = ("dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages")
+    shown = [k for k in keys if t.get(k) is not None and (
+        k in ("dp", "tp", "pp", "zero_stage") or t[k] != 1 or (pipeline and k == "microbatches"))]
+    return ", ".join(f"{k}={t[k]}" for k in shown)
+
+
 def _ms(ns):
     return "?" if ns is None else f"{ns / 1e6:.2f} ms"
 
@@ -11,8 +20,7 @@ def _bytes(b):
 
 def render_whatif(doc: dict) -> str:
     t, p, m = doc["target"], doc["prediction"], doc["measured"]
-    layout = ", ".join(f"{k}={v}" for k, v in t.items() if v not in (None, 1) or k == "zero_stage")
-    lines = [f"target: {layout}",
+    lines = [f"target: {layout_name(t)} ({t['world_size']} ranks)",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
              f"  how: {doc['how']['step_time']}",
              f"bubble: {'?' if p['bubble'] is None else format(p['bubble'], '.1%')}",
@@ -40,9 +48,22 @@ def render_sweep(doc: dict) -> str:
              "bounds: " + ", ".join(f"{k} {v}" for k, v in doc["bounds"].items())]
     for c in doc["candidates"]:
         t, p = c["layout"], c["prediction"]
-        name = ", ".join(f"{k}={t[k]}" for k in ("dp", "tp", "pp", "zero_stage", "pp_schedule", "microbatches",
-                                                   "virtual_stages") if t.get(k) is not None)
+        name = layout_name(t)
         tail = f"excluded: {c['excluded']}" if c["excluded"] else (
             f"step {_ms(p['step_time_ns'])}" + ("" if p["step_time_ns"] is not None else f" ({c['step_time_how']})"))
         lines.append(f"  {name}: {tail}; memory {_bytes(p['memory_per_device_bytes'])}")
     return "\n".join(lines)
+
+
+def render_whatif_html(doc: dict) -> str:
+    """One offline page: the chart (whatif_chart) above the text report."""
+    from .charts import spec
+    from .charts.whatif import whatif_chart
+    from .page import render_page, text
+
+    sweep = "candidates" in doc
+    title = "traceparse whatif: " + ("every layout of the run's world size" if sweep else "forecast")
+    chart = whatif_chart(doc)
+    figure = '<figure><div class="chart" id="whatif"></div></figure>' if chart is not None else ""
+    body = f"<h1>{text(title)}</h1>{figure}<pre>{text(render_sweep(doc) if sweep else render_whatif(doc))}</pre>"
+    return render_page(title, body, {"whatif": spec(chart)} if chart is not None else {})
