@@ -22,6 +22,8 @@ PAIRS = [
     ("pipeline: 1F1B m = 8 from m = 4", "pp4_1f1b_m4", "microbatches=8", "", "pp4_1f1b_m8"),
     ("pipeline: interleaved v = 2 from 1F1B (8 layers)", "pp4_1f1b_m4",
      "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "", "pp4_interleaved_m4"),
+    ("pipeline: the heavy stage split (--balanced; truth: the balanced 4-layer run)", "pp4_1f1b_heavy_m4",
+     "--balanced", "", "pp4_1f1b_m4"),
     ("data parallel: ZeRO-1 from DDP", "ddp4", "zero_stage=1", "", "zero1_dp4"),
     ("data parallel: ZeRO-2 from DDP", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4"),
     ("data parallel: ZeRO-3 from DDP", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4"),
@@ -60,8 +62,9 @@ def forecast(run: str, target: str, given: str) -> dict:
     from traceparse.whatif import whatif_document
 
     stated = parse_stated(given)
+    wanted = {"balanced": True} if target == "--balanced" else parse_stated(target)
     with open_run([RUNS / run]) as con:
-        return whatif_document(con, document(con, 10, stated), parse_stated(target))
+        return whatif_document(con, document(con, 10, stated), wanted)
 
 
 def measured_step(run: str) -> float:
@@ -104,7 +107,8 @@ def main():
         mem = "?" if r["memory"] is None else f"{r['memory']:,.0f}"
         step = "?" if r["step_ns"] is None else f"{r['step_ns'] / 1e6:.1f}"
         err = "?" if r["step_error"] is None else f"{r['step_error']:+.0%}"
-        cmd = f"`whatif {r['from']} --layout {r['layout']}" + (f" --given {r['given']}`" if r["given"] else "`")
+        layout = r["layout"] if r["layout"].startswith("--") else f"--layout {r['layout']}"
+        cmd = f"`whatif {r['from']} {layout}" + (f" --given {r['given']}`" if r["given"] else "`")
         print(f"| {r['pair']} | {cmd} | {b} | {mem} / {r['truth_memory']:,.0f} | {step} / "
               f"{r['truth_step_ns'] / 1e6:.1f} ms | {err} |")
 

@@ -159,7 +159,7 @@ def test_sweep_applies_the_node_heads_and_memory_bounds():
 
 def test_whatif_needs_a_layout_or_sweep():
     got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4")])
-    assert got.exit_code == 2 and "either --layout TARGET or --sweep" in got.output
+    assert got.exit_code == 2 and "either --layout TARGET (or --balanced) or --sweep" in got.output
 
 
 def test_communication_fit_is_least_squares_of_time_on_bytes():
@@ -202,3 +202,20 @@ def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
         assert kept and all(f"zero_stage={c['layout']['zero_stage']}" in seen.text for c in kept)
     else:
         assert "measured run" in seen.text
+
+
+def test_balanced_stages_run_at_the_mean_stage_pace(forecast):
+    """--balanced: the same 1F1B with every stage computing the stages' mean instead of the slowest stage's
+    compute; the step shrinks by 2 m actions x the difference per action, over (1 - bubble)."""
+    t = truth("pp4_1f1b_heavy_m4")["layout"]
+    with open_run([RUNS / "pp4_1f1b_heavy_m4"]) as con:
+        per_stage = document(con, 10, {})["checks"]["bubble"]["per_stage"]
+    computes = [p["compute_ns"] for p in per_stage]
+    p, m = t["pp"], t["microbatches"]
+    bubble = (p - 1) / (m + p - 1)
+    kept = forecast("pp4_1f1b_heavy_m4", "")["prediction"]["step_time_ns"]
+    with open_run([RUNS / "pp4_1f1b_heavy_m4"]) as con:
+        doc = whatif_document(con, document(con, 10, {}), {"balanced": True})
+    assert doc["target"]["balanced"] is True
+    drop = 2 * m * ((max(computes) - sum(computes) / len(computes)) / (2 * m)) / (1 - bubble)
+    assert kept - doc["prediction"]["step_time_ns"] == pytest.approx(drop)

@@ -351,12 +351,14 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
 @click.option("--given", metavar="LAYOUT", help="What you know of the measured run (as analyze --layout).")
 @click.option("--sweep", "do_sweep", is_flag=True, help="Instead of --layout: every layout of the same world size, "
               "ranked by predicted step time, with the reason each excluded one was.")
+@click.option("--balanced", is_flag=True, help="With a pipeline: the stages compute equally (the heaviest stage's "
+              "layers spread over the others) instead of at the pace of the slowest.")
 @click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), metavar="GIB",
               help="With --sweep: exclude layouts whose memory per device exceeds GIB.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
               help="html: one offline page, the forecast (or the sweep's ranking) charted above the text.")
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of standard output.")
-def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_memory, fmt, output):
+def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, device_memory, fmt, output):
     """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
     every layout of its world size (--sweep)."""
     from .doc_cache import cached
@@ -366,9 +368,9 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, device_mem
     from .report.whatif import render_sweep, render_whatif, render_whatif_html
     from .whatif import sweep_document, whatif_document
 
-    if bool(target) == do_sweep:
-        raise click.UsageError("give either --layout TARGET or --sweep")
-    stated, wanted = parse_stated(given), parse_stated(target)
+    if bool(target or balanced) == do_sweep:
+        raise click.UsageError("give either --layout TARGET (or --balanced) or --sweep")
+    stated, wanted = parse_stated(given), {**parse_stated(target), "balanced": balanced}
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
         if do_sweep:

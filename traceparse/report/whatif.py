@@ -20,7 +20,7 @@ def _bytes(b):
 
 def render_whatif(doc: dict) -> str:
     t, p, m = doc["target"], doc["prediction"], doc["measured"]
-    lines = [f"target: {layout_name(t)} ({t['world_size']} ranks)",
+    lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{', stages balanced' if t.get('balanced') else ''})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
              f"  how: {doc['how']['step_time']}",
              f"bubble: {'?' if p['bubble'] is None else format(p['bubble'], '.1%')}",

@@ -9,9 +9,10 @@ time from the measured times, scaled term by term:
 - exposed communication of a strategy scales with its bytes: the measured exposed time per byte of that strategy,
   or, for a strategy the run did not use, the run's exposed time per byte over every strategy;
 - without a pipeline, the rest of the step (idle time, Python overhead: step - compute - exposed) stays;
-- with one, each rank does 2 m v actions (a forward and a backward per micro-batch and chunk), each costing its
-  compute plus a fixed overhead (send/recv, launch) measured on the run's pipeline, and the step is the actions'
-  time over (1 - the schedule's bubble) plus the exposed non-pipeline communication.
+- with one, each rank does 2 m v actions (a forward and a backward per micro-batch and chunk), each costing the
+  compute of the slowest stage (it sets the pace; ``balanced``: the stages' mean, as if the heaviest stage's
+  layers were spread) plus a fixed overhead (send/recv, launch) measured on the run's pipeline, and the step is
+  the actions' time over (1 - the schedule's bubble) plus the exposed non-pipeline communication.
 
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
@@ -46,6 +47,7 @@ def target_layout(m: dict, given: dict) -> dict:
     if t["pp"] == 1:
         t["pp_schedule"], t["virtual_stages"] = None, 1
     t["layers"] = given.get("layers")
+    t["balanced"] = bool(given.get("balanced"))
     return t
 
 
@@ -160,12 +162,14 @@ def _step(m, s, t, exposed, layers):
         return None, bubble_t, "no bubble formula for the measured or the target schedule"
     acts_s, acts_t = 2 * s["microbatches"] * s["virtual_stages"], 2 * t["microbatches"] * t["virtual_stages"]
     busy = (T - sum(v for k, v in e_s.items() if k != "pp")) * (1 - bubble_s) / acts_s
-    c_s = C / acts_s
+    stages = m["stage_compute_ns"]["value"] or {"max": C, "mean": C}
+    c_s = stages["max"] / acts_s  # the slowest stage sets the pace
     overhead = max(busy - c_s, 0.0)
     chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]
     chunk_t = (layers / t["pp"] / t["virtual_stages"]) if layers else chunk_s
-    c_t = c_s * work * chunk_t / chunk_s
+    c_t = (stages["mean"] if t["balanced"] else stages["max"]) / acts_s * work * chunk_t / chunk_s
     step = acts_t * (c_t + overhead) / (1 - bubble_t) + sum(v for k, v in e_t.items() if k != "pp")
+    pace = "the stages' mean compute (balanced)" if t["balanced"] else "the slowest stage's compute"
     return (step, bubble_t,
-            f"2 m v actions x (compute per action {c_t / 1e6:.3g} ms + overhead per action {overhead / 1e6:.3g} ms, "
+            f"2 m v actions x ({pace} per action {c_t / 1e6:.3g} ms + overhead per action {overhead / 1e6:.3g} ms, "
             f"measured) / (1 - bubble {bubble_t:.3f}) + exposed non-pipeline communication")
