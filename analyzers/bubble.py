@@ -108,8 +108,27 @@ def ramp_floor(n, m, v=1, backward=2):
     return Fraction(n - 1) / (Fraction(n - 1) + (v or 1) * m * (1 + Fraction(backward)))
 
 
-def simulate(orders, backward=1.0):
-    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units.
+def textbook_orders(schedule, n, m) -> dict | None:
+    """{rank: [(kind, stage, mb), ...]} of GPipe (every forward, then every backward) or 1F1B (N_PP - 1 - s
+    forwards, then one forward and one backward in turn, then the remaining backwards) on N_PP = ``n`` ranks with
+    ``m`` micro-batches; None for another schedule."""
+    out = {}
+    for s in range(n):
+        if schedule == "gpipe":
+            out[s] = [("F", s, i) for i in range(m)] + [("B", s, i) for i in range(m)]
+        elif schedule == "1f1b":
+            warm = min(n - 1 - s, m)
+            out[s] = ([("F", s, i) for i in range(warm)] + [a for i in range(m - warm)
+                                                            for a in (("F", s, warm + i), ("B", s, i))]
+                      + [("B", s, i) for i in range(m - warm, m)])
+        else:
+            return None
+    return out
+
+
+def simulate(orders, backward=1.0, stage_cost=None):
+    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units,
+    each multiplied by ``stage_cost[stage]`` when given (stages that compute more or less than the others).
 
     Kinds: F forward, B full backward, I input-grad and W weight-grad halves of a split backward (zero-bubble
     schedules). F(s, i) waits for F(s - 1, i); B(s, i) and I(s, i) for F(s, i) and the input gradient of stage
@@ -120,6 +139,10 @@ def simulate(orders, backward=1.0):
     """
     b = Fraction(backward)
     cost = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
+
+    def scale(stage):
+        return 1 if stage_cost is None else stage_cost[stage]
+
     last = max(s for acts in orders.values() for _, s, _ in acts)
     done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, Fraction(0))
     progress = True
@@ -136,7 +159,7 @@ def simulate(orders, backward=1.0):
                     deps = [("F", s, i)] + ([("grad", s + 1, i)] if s < last else [])
                 if any(d not in done for d in deps):
                     break
-                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost[k]
+                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost[k] * scale(s)
                 if k in "BI":
                     done[("grad", s, i)] = free[r]
                 pos[r] += 1
@@ -144,7 +167,7 @@ def simulate(orders, backward=1.0):
     if any(pos[r] < len(acts) for r, acts in orders.items()):
         return None
     span = max(free.values())
-    return {r: 1 - sum(cost[k] for k, _, _ in acts) / span for r, acts in orders.items()}
+    return {r: 1 - sum(cost[k] * scale(s) for k, s, _ in acts) / span for r, acts in orders.items()}
 
 
 def _marks(rows, position):

@@ -313,3 +313,17 @@ def test_zero_bubble_replays_below_interleaved_1f1b(zb, plain, check):
     # same N_PP, m and v: W fills what interleaved 1F1B leaves idle
     assert check(RUNS / zb)[0].numbers["simulated"] < check(RUNS / plain)[0].numbers["simulated"]
     assert check(RUNS / zb)[0].numbers["simulated_b2f"] < check(RUNS / plain)[0].numbers["simulated_b2f"]
+
+
+@pytest.mark.parametrize("n,m", [(4, 4), (4, 8), (2, 4)])
+@pytest.mark.parametrize("schedule,build", [("gpipe", gpipe_order), ("1f1b", one_f_one_b_order)])
+def test_textbook_orders_are_the_schedules(schedule, build, n, m):
+    assert bubble.textbook_orders(schedule, n, m) == {s: build(n, m, s) for s in range(n)}
+
+
+def test_a_stage_twice_as_slow_sets_the_pace():
+    """GPipe, 2 stages, 2 micro-batches, F = B = 1 on stage 0 and 2 on stage 1: stage 1 runs F0 F1 B0 B1 at
+    [1,3] [3,5] [5,7] [7,9]; stage 0's backwards wait for them: B0 at [7,8], B1 at [9,10]. Makespan 10; stage 0
+    computes 4 of it, stage 1 8."""
+    got = bubble.simulate(bubble.textbook_orders("gpipe", 2, 2), 1, {0: 1, 1: 2})
+    assert got == {0: Fraction(6, 10), 1: Fraction(2, 10)}

@@ -114,8 +114,8 @@ def test_cli_text_and_json():
     assert f"dp: {truth_bytes('fsdp2_zero2_dp4', 'dp'):,.0f} B" in out.output
     got = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2", "--format", "json"])
     doc = json.loads(got.stdout)
-    assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bytes_per_rank_per_step", "memory_per_device_bytes",
-                                      "exposed_comm_ns"}
+    assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bubble_replay", "bytes_per_rank_per_step",
+                                      "memory_per_device_bytes", "exposed_comm_ns"}
     bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
     assert bad.exit_code == 2 and "unknown keys warp" in bad.output
 
@@ -219,3 +219,16 @@ def test_balanced_stages_run_at_the_mean_stage_pace(forecast):
     assert doc["target"]["balanced"] is True
     drop = 2 * m * ((max(computes) - sum(computes) / len(computes)) / (2 * m)) / (1 - bubble)
     assert kept - doc["prediction"]["step_time_ns"] == pytest.approx(drop)
+
+
+def test_the_replay_is_the_formula_for_equal_stages_and_more_for_a_heavy_one(forecast):
+    t = truth("pp4_1f1b_heavy_m4")["layout"]
+    p = t["pp"]
+    for m in (4, 8):
+        even = forecast("pp4_1f1b_m4", f"microbatches={m}", "")["prediction"]
+        with open_run([RUNS / "pp4_1f1b_heavy_m4"]) as con:
+            balanced = whatif_document(con, document(con, 10, {}), {"microbatches": m, "balanced": True})
+        assert balanced["prediction"]["bubble_replay"] == pytest.approx((p - 1) / (m + p - 1))
+        heavy = forecast("pp4_1f1b_heavy_m4", f"microbatches={m}")["prediction"]
+        assert heavy["bubble_replay"] > heavy["bubble"] == pytest.approx((p - 1) / (m + p - 1))
+        assert even["bubble"] == pytest.approx((p - 1) / (m + p - 1))

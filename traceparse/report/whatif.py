@@ -10,6 +10,10 @@ def layout_name(t: dict) -> str:
     return ", ".join(f"{k}={t[k]}" for k in shown)
 
 
+def _share(x):
+    return "?" if x is None else f"{x:.1%}"
+
+
 def _ms(ns):
     return "?" if ns is None else f"{ns / 1e6:.2f} ms"
 
@@ -23,7 +27,8 @@ def render_whatif(doc: dict) -> str:
     lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{', stages balanced' if t.get('balanced') else ''})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
              f"  how: {doc['how']['step_time']}",
-             f"bubble: {'?' if p['bubble'] is None else format(p['bubble'], '.1%')}",
+             f"bubble: {_share(p['bubble'])} (the notes' formula); replayed: {_share(p['bubble_replay'])} "
+             f"({doc['how']['bubble_replay']})",
              f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
              "bytes per rank per step:"]
     for k, b in p["bytes_per_rank_per_step"].items():

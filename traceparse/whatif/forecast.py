@@ -17,7 +17,7 @@ time from the measured times, scaled term by term:
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
 
-from ..analyzers.bubble import expected_bubble
+from ..analyzers.bubble import expected_bubble, simulate, textbook_orders
 from ..analyzers.comm_volume import expected
 from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
@@ -84,6 +84,7 @@ def forecast(m: dict, given: dict) -> dict:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
     memory = _memory(m, t, inputs["Phi_device"]["value"])
+    replay, replay_how = _replay(m, s, t)
     exposed = _exposed(m, volume)
     step, bubble, how = _step(m, s, t, exposed, layers_t)
     return {
@@ -91,14 +92,35 @@ def forecast(m: dict, given: dict) -> dict:
         "prediction": {
             "step_time_ns": step,
             "bubble": bubble,
+            "bubble_replay": replay,
             "bytes_per_rank_per_step": {k: v["bytes"] for k, v in volume.items()},
             "memory_per_device_bytes": memory["total"],
             "exposed_comm_ns": {k: v["value"] for k, v in exposed.items()},
         },
-        "how": {"step_time": how, "bytes": {k: v["formula"] for k, v in volume.items()},
+        "how": {"step_time": how, "bubble_replay": replay_how, "bytes": {k: v["formula"] for k, v in volume.items()},
                 "memory": memory, "exposed_comm": {k: v["source"] for k, v in exposed.items()}},
         "inputs": inputs,
     }
+
+
+def _replay(m, s, t):
+    """(bubble, how): the target's textbook order (GPipe, 1F1B) replayed with B = 2 F and, when the target keeps the
+    measured pipeline's stages unbalanced, each stage's measured compute relative to the mean."""
+    if t["pp"] == 1:
+        return 0.0, "no pipeline"
+    orders = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"])
+    if orders is None:
+        return None, f"no textbook order of {t['pp_schedule']} to replay (GPipe and 1F1B only): the formula stands"
+    per = m["stage_compute_ns"]["value"]
+    if per and len(per) == t["pp"] == s["pp"] and not t["balanced"] and sum(per.values()):
+        mean = sum(per.values()) / len(per)
+        cost, how = {st: c / mean for st, c in per.items()}, "each stage's measured compute / the stages' mean"
+    else:
+        cost, how = None, "equal stages"
+    idle = simulate(orders, 2, cost)
+    return (float(sum(idle.values()) / len(idle)),
+            f"{t['pp_schedule']} order of {t['pp']} stages and m = {t['microbatches']} replayed with B = 2 F, {how}; "
+            "idle / makespan, mean over ranks")
 
 
 def _memory(m, t, phi):
@@ -162,7 +184,8 @@ def _step(m, s, t, exposed, layers):
         return None, bubble_t, "no bubble formula for the measured or the target schedule"
     acts_s, acts_t = 2 * s["microbatches"] * s["virtual_stages"], 2 * t["microbatches"] * t["virtual_stages"]
     busy = (T - sum(v for k, v in e_s.items() if k != "pp")) * (1 - bubble_s) / acts_s
-    stages = m["stage_compute_ns"]["value"] or {"max": C, "mean": C}
+    per_stage = list((m["stage_compute_ns"]["value"] or {0: C}).values())
+    stages = {"max": max(per_stage), "mean": sum(per_stage) / len(per_stage)}
     c_s = stages["max"] / acts_s  # the slowest stage sets the pace
     overhead = max(busy - c_s, 0.0)
     chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]

@@ -32,9 +32,11 @@ def measured(con, doc: dict) -> dict:
     out["bytes"] = {s: fact(v["measured_bytes"], "comm_volume: measured bytes per rank per step (notes' metric)")
                     for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_bytes") is not None}
     out["bubble"] = fact(bubble.get("measured"), "bubble: measured (1 - compute / step time, mean over pp ranks)")
-    stages = [p["compute_ns"] for p in bubble.get("per_stage") or []]
-    out["stage_compute_ns"] = fact({"max": max(stages), "mean": sum(stages) / len(stages)} if stages else None,
-                                   "bubble.per_stage: compute per step of each pipeline rank (the most, the mean)")
+    per = {}
+    for p in bubble.get("per_stage") or []:
+        per.setdefault(p["stage"], []).append(p["compute_ns"])
+    out["stage_compute_ns"] = fact({st: sum(v) / len(v) for st, v in sorted(per.items())} or None,
+                                   "bubble.per_stage: compute per step of each pipeline stage (mean over its ranks)")
     out.update(_times(con))
     out["comm_fit"] = _comm_fit(con)
     return out
