@@ -1,4 +1,7 @@
-"""The text of ``traceparse whatif``."""
+"""The text of ``traceparse whatif``. A value that cannot be forecast (None) prints as ``-``, never as 0."""
+
+from .text import ms as _ms
+from .text import pct as _share
 
 
 def layout_name(t: dict) -> str:
@@ -10,16 +13,8 @@ def layout_name(t: dict) -> str:
     return ", ".join(f"{k}={t[k]}" for k in shown)
 
 
-def _share(x):
-    return "?" if x is None else f"{x:.1%}"
-
-
-def _ms(ns):
-    return "?" if ns is None else f"{ns / 1e6:.2f} ms"
-
-
 def _bytes(b):
-    return "?" if b is None else f"{b:,.0f} B"
+    return "-" if b is None else f"{b:,.0f} B"
 
 
 def render_whatif(doc: dict) -> str:
@@ -38,8 +33,8 @@ def render_whatif(doc: dict) -> str:
         lines.append(f"  {k}: {_ms(ns)}  [{doc['how']['exposed_comm'][k]}]")
     lines.append("communication measured (time = latency + bytes / bandwidth; relative RMS error of the fit):")
     for f in m["comm_fit"]:
-        latency = "?" if f["latency_ns"] is None else f"{f['latency_ns'] / 1e3:.0f} us"
-        bw = "?" if f["bandwidth_bytes_per_s"] is None else f"{f['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s"
+        latency = "-" if f["latency_ns"] is None else f"{f['latency_ns'] / 1e3:.0f} us"
+        bw = "-" if f["bandwidth_bytes_per_s"] is None else f"{f['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s"
         lines.append(f"  {f['strategy']} {f['op']} x{f['group_size']}: {f['ops']} ops, {f['sizes']} sizes, latency "
                      f"{latency}, bandwidth {bw}, error {f['rms_error']:.0%}")
     lines.append("inputs:")
