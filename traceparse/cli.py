@@ -206,11 +206,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
 
         text, colour = render(doc), color == "always" if output else colour_wanted(color, sys.stdout)
         out = paint(text) if colour else text
-    if output:
-        _write_file(output, out + "\n")
-        click.echo(f"traceparse: report written to {output}", err=True)
-    else:
-        click.echo(out, color=colour)
+    _emit(out, output, colour)
     if history:
         from .history import record
 
@@ -334,11 +330,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = hang_document(con)
     out = json.dumps(doc, indent=2) if fmt == "json" else render_hang(doc)
-    if output:
-        _write_file(output, out + "\n")
-        click.echo(f"traceparse: report written to {output}", err=True)
-    else:
-        click.echo(out)
+    _emit(out, output)
     sys.exit(1 if doc["divergence"] else 0)
 
 
@@ -384,11 +376,7 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
         text = render_whatif_html(out)
     else:
         text = render_sweep(out) if do_sweep else render_whatif(out)
-    if output:
-        _write_file(output, text + "\n")
-        click.echo(f"traceparse: report written to {output}", err=True)
-    else:
-        click.echo(text)
+    _emit(text, output)
 
 
 @main.group()
@@ -523,6 +511,15 @@ def _output_target(path) -> Path:
     if not target.parent.is_dir():
         raise TraceError(target, "its folder does not exist")
     return target
+
+
+def _emit(text: str, output, color=None):
+    """The report ``text`` to the file ``output`` (said on stderr), else to stdout."""
+    if output:
+        _write_file(output, text + "\n")
+        click.echo(f"traceparse: report written to {output}", err=True)
+    else:
+        click.echo(text, color=color)
 
 
 def _write_file(path, text: str):
