@@ -8,6 +8,7 @@ and `PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B` of torch's multi-stage schedules
 autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
 """
 
+import bisect
 import re
 import statistics
 from collections import defaultdict
@@ -108,10 +109,15 @@ def ramp_floor(n, m, v=1, backward=2):
     return Fraction(n - 1) / (Fraction(n - 1) + (v or 1) * m * (1 + Fraction(backward)))
 
 
-def textbook_orders(schedule, n, m) -> dict | None:
-    """{rank: [(kind, stage, mb), ...]} of GPipe (every forward, then every backward) or 1F1B (N_PP - 1 - s
-    forwards, then one forward and one backward in turn, then the remaining backwards) on N_PP = ``n`` ranks with
-    ``m`` micro-batches; None for another schedule."""
+def textbook_orders(schedule, n, m, v=1) -> dict | None:
+    """{rank: [(kind, stage, mb), ...]} of a schedule's textbook order on N_PP = ``n`` ranks with ``m`` micro-batches;
+    None for another schedule (or interleaving whose m is not a multiple of N_PP).
+
+    GPipe: every forward, then every backward. 1F1B: N_PP - 1 - s forwards, then one forward and one backward in
+    turn, then the remaining backwards. Interleaved 1F1B (Megatron's order, ``v`` chunks, rank s holding stages
+    s, s + N_PP, ...): forwards go through the chunks N_PP micro-batches at a time, backwards through the chunks
+    in reverse; (v - 1) N_PP + 2 (N_PP - 1 - s) warm-up forwards, then one forward and one backward in turn.
+    """
     out = {}
     for s in range(n):
         if schedule == "gpipe":
@@ -121,6 +127,12 @@ def textbook_orders(schedule, n, m) -> dict | None:
             out[s] = ([("F", s, i) for i in range(warm)] + [a for i in range(m - warm)
                                                             for a in (("F", s, warm + i), ("B", s, i))]
                       + [("B", s, i) for i in range(m - warm, m)])
+        elif schedule == "interleaved_1f1b" and m % n == 0:
+            chunk = [((k // n) % v, (k // (n * v)) * n + k % n) for k in range(v * m)]  # (chunk, mb) of the k-th
+            fw = [("F", c * n + s, i) for c, i in chunk]
+            bw = [("B", (v - 1 - c) * n + s, i) for c, i in chunk]
+            warm = min((v - 1) * n + 2 * (n - 1 - s), v * m)
+            out[s] = fw[:warm] + [a for k in range(v * m - warm) for a in (fw[warm + k], bw[k])] + bw[v * m - warm:]
         else:
             return None
     return out
@@ -129,22 +141,27 @@ def textbook_orders(schedule, n, m) -> dict | None:
 def simulate(orders, backward=1.0, stage_cost=None):
     """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units,
     each multiplied by ``stage_cost[stage]`` when given (stages that compute more or less than the others).
+    Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (``replay``)."""
+    b = Fraction(backward)
+    unit = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
+    got = replay(orders, lambda k, s: unit[k] * (1 if stage_cost is None else stage_cost[s]))
+    if got is None:
+        return None
+    span, busy = got
+    return {r: 1 - busy[r] / span for r in orders}
+
+
+def replay(orders, cost):
+    """Replay {rank: [(kind, stage, mb), ...]}, each action taking ``cost(kind, stage)``: (makespan, {rank: busy}),
+    or None when the orders cannot complete (missing or cyclic work).
 
     Kinds: F forward, B full backward, I input-grad and W weight-grad halves of a split backward (zero-bubble
     schedules). F(s, i) waits for F(s - 1, i); B(s, i) and I(s, i) for F(s, i) and the input gradient of stage
     s + 1 (its B or I of micro-batch i); W(s, i) only for stage s's own B or I of micro-batch i. The stage
     numbers carry the placement (looped or V-shaped), so the replay needs none; each rank runs its list in order.
-    Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (missing or
-    cyclic work).
     """
-    b = Fraction(backward)
-    cost = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
-
-    def scale(stage):
-        return 1 if stage_cost is None else stage_cost[stage]
-
     last = max(s for acts in orders.values() for _, s, _ in acts)
-    done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, Fraction(0))
+    done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, 0)
     progress = True
     while progress:
         progress = False
@@ -159,19 +176,32 @@ def simulate(orders, backward=1.0, stage_cost=None):
                     deps = [("F", s, i)] + ([("grad", s + 1, i)] if s < last else [])
                 if any(d not in done for d in deps):
                     break
-                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost[k] * scale(s)
+                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost(k, s)
                 if k in "BI":
                     done[("grad", s, i)] = free[r]
                 pos[r] += 1
                 progress = True
     if any(pos[r] < len(acts) for r, acts in orders.items()):
         return None
-    span = max(free.values())
-    return {r: 1 - sum(cost[k] * scale(s) for k, s, _ in acts) / span for r, acts in orders.items()}
+    return max(free.values()), {r: sum(cost(k, s) for k, s, _ in acts) for r, acts in orders.items()}
 
 
-def _marks(rows, position):
-    acts = []
+def _op_time(tops, starts, s, e):
+    """Time of the non-communication top-level ops within [s, e) (``starts``: the tops' start times, sorted)."""
+    total, j = 0, max(bisect.bisect_left(starts, s) - 1, 0)
+    while j < len(tops) and tops[j]["s"] < e:
+        t = tops[j]
+        if not t["comm"]:
+            total += max(min(e, t["e"]) - max(s, t["s"]), 0)
+        j += 1
+    return total
+
+
+def _marks(rows, tops, position):
+    """(actions, their compute) from the schedule annotations: the op time within each annotation (not its length,
+    which holds the waits of its send/recv); a fused pair's parts have no compute of their own."""
+    acts, durs = [], []
+    starts = [t["s"] for t in tops]
     for row in rows:
         g = MARK.fullmatch(row["name"])
         if g and g[1] is not None:
@@ -180,11 +210,15 @@ def _marks(rows, position):
             acts.append((g[4][0], position, int(g[5])))
         elif g:  # DualPipeV's fused pair: the forward, then the backward, on this rank
             acts += [("F", int(g[6]), int(g[7])), ("B", int(g[8]), int(g[9]))]
-    return acts
+            durs += [None, None]
+            continue
+        if g:
+            durs.append(_op_time(tops, starts, row["s"], row["e"]))
+    return acts, durs
 
 
 def _blocks(tops, opts, position):
-    """Forward/backward blocks of compute between the pp send/recv calls, numbered in order."""
+    """(forward/backward blocks of compute between the pp send/recv calls, numbered in order; their op time)."""
     runs = []  # [kind, duration], "C" = a pp boundary
     for t in tops:
         if any(o["s"] <= t["s"] and t["e"] <= o["e"] for o in opts):
@@ -201,14 +235,21 @@ def _blocks(tops, opts, position):
         runs = runs[kinds.index("F") if "F" in kinds else 0:len(kinds) - kinds[::-1].index("B")]
     ref = {k: sorted([d for kk, d in runs if kk == k], reverse=True) for k in "FB"}
     ref = {k: d[len(d) // 4] if d else 0 for k, d in ref.items()}  # upper quartile: robust to one slow outlier
-    kinds = [k for k, d in runs if k == "C" or d >= SMALL_RUN * ref[k]]
-    merged = [k for j, k in enumerate(kinds) if k == "C" or j == 0 or kinds[j - 1] != k]
-    count, acts = defaultdict(int), []
-    for k in merged:
+    merged = []
+    for k, d in runs:
+        if k != "C" and d < SMALL_RUN * ref[k]:
+            continue
+        if merged and merged[-1][0] == k != "C":
+            merged[-1][1] += d
+        else:
+            merged.append([k, d])
+    count, acts, durs = defaultdict(int), [], []
+    for k, d in merged:
         if k != "C":
             acts.append((k, position, count[k]))
+            durs.append(d)
             count[k] += 1
-    return acts
+    return acts, durs
 
 
 def _kind(orders, v):
@@ -227,21 +268,25 @@ def _kind(orders, v):
 
 
 def _reconstruct(by_rank_step, groups, steps):
-    """{(group, step): {rank: actions}}, the source, and (schedule, m, v) when every group agrees."""
-    out, sources, shapes = {}, set(), set()
+    """{(group, step): {rank: actions}}, the source, (schedule, m, v) when every group agrees, and
+    {(stage, kind): [durations in ns]} of the actions."""
+    out, sources, shapes, durations = {}, set(), set(), defaultdict(list)
     for group in groups:
         for step in steps:
             orders = {}
             for rank in group:
                 rows = by_rank_step.get((rank, step), {})
-                acts = _marks(rows.get("mark", []), group.index(rank))
+                acts, durs = _marks(rows.get("mark", []), rows.get("top", []), group.index(rank))
                 if acts:
                     sources.add("PP:<stage><action><mb> annotations" if rows["mark"][0]["name"].startswith("PP:")
                                 else "Forward i / Backward i annotations")
                 else:
-                    acts = _blocks(rows.get("top", []), rows.get("opt", []), group.index(rank))
+                    acts, durs = _blocks(rows.get("top", []), rows.get("opt", []), group.index(rank))
                     sources.add("compute blocks between pp send/recv")
                 orders[rank] = acts
+                for (k, st, _), d in zip(acts, durs, strict=True):
+                    if d is not None:
+                        durations[(st, k)].append(d)
             out[(group, step)] = orders
             # per rank: forwards and stages (equal on every rank); every forward has its B or I, every I its W
             # (DualPipeV mixes full B and split I + W, differently on each rank)
@@ -255,7 +300,7 @@ def _reconstruct(by_rank_step, groups, steps):
             else:
                 shapes.add(None)
     shape = shapes.pop() if len(shapes) == 1 else None
-    return out, " and ".join(sorted(sources)), shape
+    return out, " and ".join(sorted(sources)), shape, durations
 
 
 def run(ctx):
@@ -298,7 +343,7 @@ def run(ctx):
     bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, stands_out)
 
     # reconstructed schedule and its ideal replay
-    orders, source, shape = _reconstruct(by, groups, steps)
+    orders, source, shape, durations = _reconstruct(by, groups, steps)
     sims = {b: [simulate(o, b) if o and all(o.values()) else None for o in orders.values()] for b in (1, 2)}
     simulated = {b: float(sum(sum(s.values()) / len(s) for s in sims[b]) / len(sims[b])) if all(sims[b]) else None
                  for b in sims}
@@ -364,6 +409,8 @@ def run(ctx):
             "measured": measured,
             "excess": excess,
             "per_stage": per_stage,
+            "action_ns": [{"stage": st, "kind": k, "actions": len(d), "mean_ns": statistics.fmean(d)}
+                          for (st, k), d in sorted(durations.items())],
             "bottleneck_stage": bottleneck,
             "bottleneck_over_mean": spread,
             "schedule": schedule,
@@ -388,6 +435,9 @@ def run(ctx):
                 "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
                             "window_totals.compute_ns (the union of the rank's compute_intervals in the step)",
                 "excess": "measured - expected (share of the step)",
+                "action_ns": "per (virtual) stage and kind (F, B, I, W): the reconstructed actions' mean duration "
+                             "over ranks and steps: the op time of the main thread's top-level non-communication ops "
+                             "within the action's annotation, or of its compute block",
                 "per_stage": "per rank: its stage (position in its pp group), measured bubble, compute and step "
                              "time (mean over steps, ns)",
                 "bottleneck_stage": "the stage with the most compute floor per step (mean over its ranks), named "

@@ -5,7 +5,8 @@
 Truth per target run: bytes per rank per step per strategy from its truth.json (the collectives the job issued,
 in the notes' metric: all-reduce 2 x size, other collectives their full size, sends their size, receives 0),
 memory per device by the ZeRO table from its truth.json configuration (params per rank, dtype_bytes, n_opt, dp,
-zero stage), and its measured step time (mean window of its trace).
+zero stage), and its measured step time (mean window of its trace) with its terms (compute, exposed communication
+per strategy, other), of which the table names the one the forecast missed by the most time.
 """
 
 import argparse
@@ -67,23 +68,44 @@ def forecast(run: str, target: str, given: str) -> dict:
         return whatif_document(con, document(con, 10, stated), wanted)
 
 
-def measured_step(run: str) -> float:
+def measured_terms(run: str) -> dict:
+    """The target run's measured step and its terms, as whatif reports them for the measured run (measured.py):
+    compute, exposed communication per strategy, and the rest (other = step - compute - exposed)."""
     from traceparse.load import open_run
+    from traceparse.whatif.measured import _times
 
     with open_run([RUNS / run]) as con:
-        return con.execute("SELECT avg(window_ns) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
+        got = _times(con)
+    step, compute = got["step_time_ns"]["value"], got["compute_ns"]["value"]
+    exposed = {k: f["value"] for k, f in got["exposed_comm_ns"].items()}
+    return {"step_time_ns": step, "compute_ns": compute, "exposed_comm_ns": exposed,
+            "other_ns": step - compute - sum(exposed.values())}
+
+
+def worst_term(got: dict, truth: dict):
+    """(term, forecast, measured) of the step-time term the forecast missed by the most time."""
+    terms = {"compute": (got["compute_ns"], truth["compute_ns"]), "other": (got["other_ns"], truth["other_ns"])}
+    for k in set(got["exposed_comm_ns"]) | set(truth["exposed_comm_ns"]):
+        terms[f"exposed {k}"] = (got["exposed_comm_ns"].get(k) or 0, truth["exposed_comm_ns"].get(k) or 0)
+    known = {k: v for k, v in terms.items() if v[0] is not None}
+    if not known:
+        return None
+    name = max(known, key=lambda k: abs(known[k][0] - known[k][1]))
+    return name, *known[name]
 
 
 def rows() -> list[dict]:
     out = []
     for name, run, target, given, truth in PAIRS:
         got = forecast(run, target, given)["prediction"]
-        step = measured_step(truth)
+        terms = measured_terms(truth)
+        step = terms["step_time_ns"]
         out.append({"pair": name, "from": run, "layout": target, "given": given, "truth_run": truth,
                     "bytes": got["bytes_per_rank_per_step"], "truth_bytes": truth_bytes(truth),
                     "memory": got["memory_per_device_bytes"], "truth_memory": truth_memory(truth),
                     "step_ns": got["step_time_ns"], "truth_step_ns": step,
-                    "step_error": None if got["step_time_ns"] is None else got["step_time_ns"] / step - 1})
+                    "step_error": None if got["step_time_ns"] is None else got["step_time_ns"] / step - 1,
+                    "truth_terms": terms, "worst_term": worst_term(got, terms)})
     return out
 
 
@@ -100,8 +122,8 @@ def main():
         json.dump(got, sys.stdout, indent=2)
         return
     print("| pair | command | bytes per rank per step: forecast / truth | memory per device: forecast / truth "
-          "| step time: forecast / measured | error |")
-    print("|---|---|---|---|---|---:|")
+          "| step time: forecast / measured | error | the term most off: forecast / measured |")
+    print("|---|---|---|---|---|---:|---|")
     for r in got:
         b = ", ".join(f"{k} {_n(r['bytes'][k])} / {r['truth_bytes'].get(k, 0):,.0f}" for k in r["bytes"])
         mem = "?" if r["memory"] is None else f"{r['memory']:,.0f}"
@@ -109,8 +131,10 @@ def main():
         err = "?" if r["step_error"] is None else f"{r['step_error']:+.0%}"
         layout = r["layout"] if r["layout"].startswith("--") else f"--layout {r['layout']}"
         cmd = f"`whatif {r['from']} {layout}" + (f" --given {r['given']}`" if r["given"] else "`")
+        w = r["worst_term"]
+        worst = "?" if w is None else f"{w[0]}: {w[1] / 1e6:.1f} / {w[2] / 1e6:.1f} ms"
         print(f"| {r['pair']} | {cmd} | {b} | {mem} / {r['truth_memory']:,.0f} | {step} / "
-              f"{r['truth_step_ns'] / 1e6:.1f} ms | {err} |")
+              f"{r['truth_step_ns'] / 1e6:.1f} ms | {err} | {worst} |")
 
 
 if __name__ == "__main__":

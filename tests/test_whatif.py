@@ -46,7 +46,8 @@ def forecast():
     def run(name, target, given=""):
         stated = parse_stated(given)
         with open_run([RUNS / name]) as con:
-            return whatif_document(con, document(con, 10, stated), parse_stated(target))
+            wanted = {"balanced": True} if target == "balanced" else parse_stated(target)  # --balanced
+            return whatif_document(con, document(con, 10, stated), wanted)
     return run
 
 
@@ -92,11 +93,62 @@ def test_pipeline_bubble_is_the_target_schedules(forecast):
     assert got == pytest.approx((p - 1) / (v * m + p - 1))
 
 
-def test_gpipe_step_time_from_fewer_microbatches_within_15_percent(forecast):
-    with open_run([RUNS / "pp4_gpipe_m8"]) as con:
-        measured = con.execute("SELECT avg(window_ns) FROM window_totals WHERE step IS NOT NULL").fetchone()[0]
-    got = forecast("pp4_gpipe_m4", "microbatches=8")["prediction"]["step_time_ns"]
-    assert abs(got / measured - 1) < 0.15
+def measured_terms(run):
+    """The run's mean step per rank and profiled step, with its compute, exposed communication per strategy and the
+    rest, from the store's vocabulary (window_totals, window_strategy_comm)."""
+    with open_run([RUNS / run]) as con:
+        step, compute, n = con.execute("SELECT avg(window_ns), avg(compute_ns), count(*) FROM window_totals "
+                                       "WHERE step IS NOT NULL").fetchone()
+        exposed = dict(con.execute("SELECT strategy, sum(comm_ns - hidden_ns) / ? FROM window_strategy_comm "
+                                   "WHERE step IS NOT NULL GROUP BY 1", [n]).fetchall())
+    return {"step": step, "compute": compute, "other": step - compute - sum(exposed.values()),
+            **{f"exposed {k}": v for k, v in exposed.items()}}
+
+
+def forecast_terms(p):
+    return {"step": p["step_time_ns"], "compute": p["compute_ns"], "other": p["other_ns"],
+            **{f"exposed {k}": v for k, v in p["exposed_comm_ns"].items()}}
+
+
+@pytest.mark.parametrize("run,target", [("pp4_gpipe_m4", "microbatches=4"), ("pp4_1f1b_m4", ""),
+                                        ("pp4_interleaved_m4", ""), ("pp4_1f1b_heavy_m4", ""), ("ddp4", ""),
+                                        ("tp2", ""), ("dp2_tp2", "")])
+def test_the_measured_layout_forecasts_the_measured_step(forecast, run, target):
+    """Forecasting the run's own layout gives back its measured step, term by term: the pipeline's per-action
+    overhead is the one with which its replayed order lasts the measured step."""
+    got = forecast_terms(forecast(run, target)["prediction"])
+    want = measured_terms(run)
+    assert got["step"] == pytest.approx(want["step"], rel=1e-6)
+    assert sum(v for k, v in got.items() if k != "step") == pytest.approx(got["step"], rel=1e-9)
+    if not run.startswith("pp4"):  # without a pipeline every term stays as measured
+        assert got == pytest.approx(want, rel=1e-9)
+
+
+# (pair, measured run, target, given, the run with the target layout, the terms the forecast gets wrong): the step
+# time is within 15% of the measured one where no term is named; elsewhere it is not, and it is once the named
+# terms take the target run's measured values (README "What if", the validation table's last column)
+PAIRS = [
+    ("gpipe m8 from m4", "pp4_gpipe_m4", "microbatches=8", "", "pp4_gpipe_m8", ()),
+    ("1f1b m8 from m4", "pp4_1f1b_m4", "microbatches=8", "", "pp4_1f1b_m8", ("exposed pp",)),
+    ("interleaved from 1f1b", "pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "",
+     "pp4_interleaved_m4", ("exposed pp",)),
+    ("heavy stage split", "pp4_1f1b_heavy_m4", "balanced", "", "pp4_1f1b_m4", ()),
+    ("zero1 from ddp", "ddp4", "zero_stage=1", "", "zero1_dp4", ("exposed dp",)),
+    ("zero2 from ddp", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4", ("exposed dp",)),
+    ("zero3 from ddp", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4", ("exposed dp", "compute", "other")),
+    ("tp4 from tp2", "tp2", "dp=1,tp=4", "", "tp4", ("exposed tp",)),
+    ("dp2 x tp2 from tp4", "tp4", "dp=2,tp=2,zero_stage=3", "params=115328", "dp2_tp2", ("exposed dp", "exposed tp")),
+]
+
+
+@pytest.mark.parametrize("run,target,given,truth_run,wrong", [p[1:] for p in PAIRS], ids=[p[0] for p in PAIRS])
+def test_step_time_within_15_percent_but_for_the_named_terms(forecast, run, target, given, truth_run, wrong):
+    got = forecast_terms(forecast(run, target, given)["prediction"])
+    want = measured_terms(truth_run)
+    error = got["step"] / want["step"] - 1
+    fixed = (got["step"] + sum(want.get(k, 0) - got.get(k, 0) for k in wrong)) / want["step"] - 1
+    assert abs(fixed) < 0.15, (error, fixed)
+    assert (abs(error) < 0.15) == (not wrong), error
 
 
 def test_every_input_names_its_source(forecast):
@@ -115,7 +167,7 @@ def test_cli_text_and_json():
     got = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2", "--format", "json"])
     doc = json.loads(got.stdout)
     assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bubble_replay", "bytes_per_rank_per_step",
-                                      "memory_per_device_bytes", "exposed_comm_ns"}
+                                      "memory_per_device_bytes", "exposed_comm_ns", "compute_ns", "other_ns"}
     bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
     assert bad.exit_code == 2 and "unknown keys warp" in bad.output
 
@@ -204,21 +256,18 @@ def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
         assert "measured run" in seen.text
 
 
-def test_balanced_stages_run_at_the_mean_stage_pace(forecast):
-    """--balanced: the same 1F1B with every stage computing the stages' mean instead of the slowest stage's
-    compute; the step shrinks by 2 m actions x the difference per action, over (1 - bubble)."""
-    t = truth("pp4_1f1b_heavy_m4")["layout"]
+def test_balanced_stages_compute_the_stages_mean(forecast):
+    """--balanced: every stage computes the measured compute per layer (mean over the stages), so the target's
+    compute per rank is the stages' mean action compute, and the step is shorter than with the heavy stage."""
     with open_run([RUNS / "pp4_1f1b_heavy_m4"]) as con:
-        per_stage = document(con, 10, {})["checks"]["bubble"]["per_stage"]
-    computes = [p["compute_ns"] for p in per_stage]
-    p, m = t["pp"], t["microbatches"]
-    bubble = (p - 1) / (m + p - 1)
-    kept = forecast("pp4_1f1b_heavy_m4", "")["prediction"]["step_time_ns"]
-    with open_run([RUNS / "pp4_1f1b_heavy_m4"]) as con:
-        doc = whatif_document(con, document(con, 10, {}), {"balanced": True})
-    assert doc["target"]["balanced"] is True
-    drop = 2 * m * ((max(computes) - sum(computes) / len(computes)) / (2 * m)) / (1 - bubble)
-    assert kept - doc["prediction"]["step_time_ns"] == pytest.approx(drop)
+        acts = document(con, 10, {})["checks"]["bubble"]["action_ns"]
+    m = truth("pp4_1f1b_heavy_m4")["layout"]["microbatches"]
+    stages = {a["stage"] for a in acts}
+    mean = sum(a["mean_ns"] for a in acts) / len(stages)  # F + B of the mean stage, one micro-batch
+    kept = forecast("pp4_1f1b_heavy_m4", "")["prediction"]
+    split = forecast("pp4_1f1b_heavy_m4", "balanced")["prediction"]
+    assert split["compute_ns"] == pytest.approx(m * mean)
+    assert split["step_time_ns"] < kept["step_time_ns"]
 
 
 def test_the_replay_is_the_formula_for_equal_stages_and_more_for_a_heavy_one(forecast):

@@ -22,6 +22,10 @@ def render_whatif(doc: dict) -> str:
     lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{', stages balanced' if t.get('balanced') else ''})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
              f"  how: {doc['how']['step_time']}",
+             f"  = compute {_ms(p['compute_ns'])} + exposed communication "
+             f"{_ms(sum(v or 0 for v in p['exposed_comm_ns'].values()))} + other {_ms(p['other_ns'])} "
+             f"(measured run: {_ms(m['compute_ns']['value'])} + "
+             f"{_ms(sum(f['value'] or 0 for f in m['exposed_comm_ns'].values()))} + the rest)",
              f"bubble: {_share(p['bubble'])} (the notes' formula); replayed: {_share(p['bubble_replay'])} "
              f"({doc['how']['bubble_replay']})",
              f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",

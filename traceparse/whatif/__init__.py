@@ -25,5 +25,4 @@ def sweep_document(con, doc: dict, given: dict, device_memory_bytes=None) -> dic
     facts = measured(con, doc)
     bounds = {k: given.get(k) for k in ("ranks_per_node", "kv_heads")}
     bounds["device_memory_bytes"] = device_memory_bytes
-    world = con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0]  # the job's, all loaded or not
-    return {"version": VERSION, "run": doc["run"], "measured": facts, **sweep(facts, bounds, world)}
+    return {"version": VERSION, "run": doc["run"], "measured": facts, **sweep(facts, bounds, facts["world_size"]["value"])}

@@ -23,8 +23,11 @@ from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
 from ..errors import TraceError
 from .measured import LAYOUT
+from .pipeline import replayed_step
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
+PP_REMAINDER = ("the pipeline's waits and transfers: step - compute - other - exposed non-pipeline communication "
+                "(the replay, or the formula model where there is none)")
 
 
 def target_layout(m: dict, given: dict) -> dict:
@@ -35,8 +38,7 @@ def target_layout(m: dict, given: dict) -> dict:
     for k in STRATEGIES + ("microbatches", "virtual_stages"):
         t[k] = t[k] or 1
     if "dp" not in given:
-        world = _world({k: m[k]["value"] or 1 for k in STRATEGIES})
-        model = _world({**t, "dp": 1})
+        world, model = m["world_size"]["value"], _world({**t, "dp": 1})
         if world % model:
             raise TraceError(None, f"--layout: tp x pp x cp x sp = {model} does not divide the measured world of "
                              f"{world} ranks; give dp as well")
@@ -84,43 +86,26 @@ def forecast(m: dict, given: dict) -> dict:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
     memory = _memory(m, t, inputs["Phi_device"]["value"])
-    replay, replay_how = _replay(m, s, t)
     exposed = _exposed(m, volume)
-    step, bubble, how = _step(m, s, t, exposed, layers_t)
+    got = _step(m, s, t, exposed, layers_t)
+    terms = got["terms"] or {"compute_ns": None, "other_ns": None, "exposed_comm_ns": {}}
     return {
         "target": {**t, "world_size": _world(t)},
         "prediction": {
-            "step_time_ns": step,
-            "bubble": bubble,
-            "bubble_replay": replay,
+            "step_time_ns": got["step"],
+            "bubble": got["bubble"],
+            "bubble_replay": got["bubble_replay"],
+            "compute_ns": terms["compute_ns"],
+            "other_ns": terms["other_ns"],
             "bytes_per_rank_per_step": {k: v["bytes"] for k, v in volume.items()},
             "memory_per_device_bytes": memory["total"],
-            "exposed_comm_ns": {k: v["value"] for k, v in exposed.items()},
+            "exposed_comm_ns": {k: terms["exposed_comm_ns"].get(k, v["value"]) for k, v in exposed.items()},
         },
-        "how": {"step_time": how, "bubble_replay": replay_how, "bytes": {k: v["formula"] for k, v in volume.items()},
-                "memory": memory, "exposed_comm": {k: v["source"] for k, v in exposed.items()}},
+        "how": {"step_time": got["how"], "bubble_replay": got["replay_how"], "bytes": {k: v["formula"] for k, v in volume.items()},
+                "memory": memory, "exposed_comm": {k: (terms.get("pp_how") if k == "pp" else None) or v["source"]
+                                                   for k, v in exposed.items()}},
         "inputs": inputs,
     }
-
-
-def _replay(m, s, t):
-    """(bubble, how): the target's textbook order (GPipe, 1F1B) replayed with B = 2 F and, when the target keeps the
-    measured pipeline's stages unbalanced, each stage's measured compute relative to the mean."""
-    if t["pp"] == 1:
-        return 0.0, "no pipeline"
-    orders = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"])
-    if orders is None:
-        return None, f"no textbook order of {t['pp_schedule']} to replay (GPipe and 1F1B only): the formula stands"
-    per = m["stage_compute_ns"]["value"]
-    if per and len(per) == t["pp"] == s["pp"] and not t["balanced"] and sum(per.values()):
-        mean = sum(per.values()) / len(per)
-        cost, how = {st: c / mean for st, c in per.items()}, "each stage's measured compute / the stages' mean"
-    else:
-        cost, how = None, "equal stages"
-    idle = simulate(orders, 2, cost)
-    return (float(sum(idle.values()) / len(idle)),
-            f"{t['pp_schedule']} order of {t['pp']} stages and m = {t['microbatches']} replayed with B = 2 F, {how}; "
-            "idle / makespan, mean over ranks")
 
 
 def _memory(m, t, phi):
@@ -135,19 +120,24 @@ def _memory(m, t, phi):
 
 
 def _exposed(m, volume):
-    """{strategy: fact(ns)} per rank per step."""
-    got_bytes = {k: f["value"] for k, f in m["bytes"].items() if f["value"]}
+    """{strategy: fact(ns)} per rank per step: the measured exposed time x target bytes / the run's bytes by the same
+    formula (so what the framework moves beyond the formula, e.g. an unsharded root, scales along), else / the
+    run's measured bytes; a strategy the run did not use: the run's exposed time per measured byte."""
     got_ns = {k: f["value"] for k, f in m["exposed_comm_ns"].items() if f["value"] is not None}
-    all_bytes = sum(got_bytes.get(k, 0) for k in got_ns)
-    per_byte = sum(got_ns[k] for k in got_ns if k in got_bytes) / all_bytes if all_bytes else None
+    basis = {k: (f["value"], "measured bytes") for k, f in m["bytes"].items() if f["value"]}
+    basis.update({k: (f["value"], "bytes by the notes' formula with the run's layout") for k, f in
+                  m["formula_bytes"].items()})
+    measured = {k: f["value"] for k, f in m["bytes"].items() if f["value"] and k in got_ns}
+    per_byte = sum(got_ns[k] for k in measured) / sum(measured.values()) if measured else None
     out = {}
     for k, v in volume.items():
         b = v["bytes"]
         if b is None:
             out[k] = fact(None, "target bytes unknown")
-        elif k in got_bytes and k in got_ns:
-            out[k] = fact(got_ns[k] * b / got_bytes[k], f"measured {k} exposed time per byte ({got_ns[k] / got_bytes[k]:.4g} "
-                          "ns/B) x target bytes")
+        elif k in basis and k in got_ns:
+            n, what = basis[k]
+            out[k] = fact(got_ns[k] * b / n, f"measured {k} exposed time x target bytes / the run's {what} "
+                          f"({got_ns[k] / 1e6:.3g} ms x {b:,.0f} / {n:,.0f})")
         elif per_byte is not None:
             out[k] = fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
                           f"target bytes: the run did not use {k}")
@@ -156,43 +146,93 @@ def _exposed(m, volume):
     return out
 
 
-def _step(m, s, t, exposed, layers):
-    """(step ns, bubble, how) of the target."""
+def _step(m, s, t, exposed, layers) -> dict:
+    """{step, bubble (the notes' formula), bubble_replay, how, replay_how, terms: {compute_ns, exposed_comm_ns,
+    other_ns}} of the target; the terms add up to the step (exposed pp holds the pipeline's waits)."""
     T, C = m["step_time_ns"]["value"], m["compute_ns"]["value"]
+    out = {"step": None, "bubble": None, "bubble_replay": None, "replay_how": "no pipeline", "terms": None}
+    if t["pp"] == 1:
+        out["bubble"] = out["bubble_replay"] = 0.0
+    else:
+        out["bubble"] = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
     if T is None or C is None:
-        return None, None, "no profiled step windows"
+        return out | {"how": "no profiled step windows"}
     e_s = {k: f["value"] or 0 for k, f in m["exposed_comm_ns"].items()}
     e_t = {k: f["value"] for k, f in exposed.items()}
     if any(v is None for v in e_t.values()):
-        return None, None, "a strategy's exposed communication is unknown"
+        return out | {"how": "a strategy's exposed communication is unknown"}
     work = (s["tp"] * s["cp"] * s["sp"]) / (t["tp"] * t["cp"] * t["sp"])
-    bubble_t = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"]) if t["pp"] > 1 else 0.0
+    other_s = T - C - sum(e_s.values())  # idle, Python and launch overhead: the step less compute and exposed comm
     if s["pp"] == 1:
-        rest = T - C - sum(e_s.values())
-        held = layers / t["pp"] / (m["L_local"]["value"] or layers) if layers else 1 / t["pp"]
-        c_t = C * work * t["microbatches"] / s["microbatches"] * held
-        if bubble_t is None:
-            return None, None, f"no bubble formula for {t['pp_schedule']}"
-        how = ("compute x work per device + exposed communication per strategy + the measured rest (step - compute "
-               "- exposed, kept)")
-        if t["pp"] > 1:
-            how = ("compute x work per device / (1 - bubble) + exposed communication per strategy + the measured "
-                   "rest: the run has no pipeline, so no per-action overhead is known (taken as 0)")
-        return c_t / (1 - bubble_t) + sum(e_t.values()) + rest, bubble_t, how
+        return out | _flat(C, other_s, t, work, e_t, layers / t["pp"] / (m["L_local"]["value"] or layers)
+                           if layers else 1 / t["pp"], t["microbatches"] / s["microbatches"])
+    non_pp_s = sum(v for k, v in e_s.items() if k != "pp")
+    non_pp_t = {k: v for k, v in e_t.items() if k != "pp"}
+    acts_s = 2 * s["microbatches"] * s["virtual_stages"]
+    acts_t = 2 * t["microbatches"] * t["virtual_stages"]
+    other_t = other_s * acts_t / acts_s
+    r = replayed_step(m, s, t, work, layers, T - non_pp_s)
+    if r is not None:
+        step = r["pipeline_ns"] + sum(non_pp_t.values())
+        terms = {"compute_ns": r["compute_ns"], "other_ns": other_t, "pp_how": PP_REMAINDER,
+                 "exposed_comm_ns": {**non_pp_t, "pp": step - r["compute_ns"] - other_t - sum(non_pp_t.values())}}
+        return out | {"step": step, "bubble_replay": r["bubble"], "terms": terms,
+                      "how": r["how"] + "; + exposed non-pipeline communication",
+                      "replay_how": "the same replay without the overhead: 1 - compute / makespan, mean over ranks"}
+    return out | _formula(m, s, t, T, C, work, layers, non_pp_s, non_pp_t, other_t, acts_s, acts_t)
+
+
+def _flat(C, rest, t, work, e_t, held, more):
+    """From a run without a pipeline: compute x work per device x layers held x m target / measured, over
+    (1 - bubble) for a pipelined target, + the target's exposed communication + the measured rest."""
+    bubble_t = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"]) if t["pp"] > 1 else 0.0
+    if bubble_t is None:
+        return {"how": f"no bubble formula for {t['pp_schedule']}"}
+    c_t = C * work * more * held
+    idle = c_t * bubble_t / (1 - bubble_t)
+    exposed, pp_how = dict(e_t), None
+    if t["pp"] > 1:
+        exposed["pp"] = exposed.get("pp", 0) + idle
+        pp_how = "exposed time per byte x the target's pp bytes + the bubble's idle time: compute x bubble / (1 - bubble)"
+    orders = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
+    replayed = simulate(orders, 2) if orders else None
+    how = ("compute x work per device + exposed communication per strategy + the measured rest (step - compute "
+           "- exposed, kept)")
+    if t["pp"] > 1:
+        how = ("compute x work per device / (1 - bubble) + exposed communication per strategy + the measured "
+               "rest: the run has no pipeline, so no per-action overhead is known (taken as 0)")
+    return {"step": c_t + idle + sum(e_t.values()) + rest, "how": how,
+            "terms": {"compute_ns": c_t, "exposed_comm_ns": exposed, "other_ns": rest, "pp_how": pp_how},
+            **({"bubble_replay": float(sum(replayed.values()) / len(replayed)),
+                "replay_how": f"the {t['pp_schedule']} order replayed with equal stages, B = 2 F"}
+               if replayed else {"replay_how": "no pipeline" if t["pp"] == 1 else
+                                 f"no textbook order of {t['pp_schedule']} to replay: the formula stands"})}
+
+
+def _formula(m, s, t, T, C, work, layers, non_pp_s, non_pp_t, other_t, acts_s, acts_t):
+    """From a pipelined run whose schedule has no textbook order to replay (zero-bubble, DualPipeV) or no measured
+    action costs: 2 m v actions, each the slowest stage's compute plus the measured overhead per action, over
+    (1 - the target's bubble formula)."""
     bubble_s = expected_bubble(s["pp_schedule"], s["pp"], s["microbatches"], s["virtual_stages"])
+    bubble_t = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
     if bubble_s is None or bubble_t is None:
-        return None, bubble_t, "no bubble formula for the measured or the target schedule"
-    acts_s, acts_t = 2 * s["microbatches"] * s["virtual_stages"], 2 * t["microbatches"] * t["virtual_stages"]
-    busy = (T - sum(v for k, v in e_s.items() if k != "pp")) * (1 - bubble_s) / acts_s
+        return {"how": "no bubble formula for the measured or the target schedule",
+                "replay_how": "no textbook order to replay"}
+    busy = (T - non_pp_s) * (1 - bubble_s) / acts_s
     per_stage = list((m["stage_compute_ns"]["value"] or {0: C}).values())
-    stages = {"max": max(per_stage), "mean": sum(per_stage) / len(per_stage)}
-    c_s = stages["max"] / acts_s  # the slowest stage sets the pace
+    c_s = max(per_stage) / acts_s  # the slowest stage sets the pace
     overhead = max(busy - c_s, 0.0)
     chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]
     chunk_t = (layers / t["pp"] / t["virtual_stages"]) if layers else chunk_s
-    c_t = (stages["mean"] if t["balanced"] else stages["max"]) / acts_s * work * chunk_t / chunk_s
-    step = acts_t * (c_t + overhead) / (1 - bubble_t) + sum(v for k, v in e_t.items() if k != "pp")
-    pace = "the stages' mean compute (balanced)" if t["balanced"] else "the slowest stage's compute"
-    return (step, bubble_t,
-            f"2 m v actions x ({pace} per action {c_t / 1e6:.3g} ms + overhead per action {overhead / 1e6:.3g} ms, "
-            f"measured) / (1 - bubble {bubble_t:.3f}) + exposed non-pipeline communication")
+    pace = sum(per_stage) / len(per_stage) if t["balanced"] else max(per_stage)
+    c_t = pace / acts_s * work * chunk_t / chunk_s
+    step = acts_t * (c_t + overhead) / (1 - bubble_t) + sum(non_pp_t.values())
+    compute = acts_t * c_t
+    pace_how = "the stages' mean compute (balanced)" if t["balanced"] else "the slowest stage's compute"
+    return {"step": step,
+            "terms": {"compute_ns": compute, "other_ns": other_t, "pp_how": PP_REMAINDER,
+                      "exposed_comm_ns": {**non_pp_t, "pp": step - compute - other_t - sum(non_pp_t.values())}},
+            "replay_how": "no textbook order of the measured or target schedule, or no measured action costs",
+            "how": f"2 m v actions x ({pace_how} per action {c_t / 1e6:.3g} ms + overhead per action "
+                   f"{overhead / 1e6:.3g} ms, measured) / (1 - bubble {bubble_t:.3f}) + exposed non-pipeline "
+                   "communication"}

@@ -31,12 +31,22 @@ def measured(con, doc: dict) -> dict:
         out[k] = mem.get(k) or fact(None, f"the memory check did not report it ({memory.get('reason', '')})")
     out["bytes"] = {s: fact(v["measured_bytes"], "comm_volume: measured bytes per rank per step (notes' metric)")
                     for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_bytes") is not None}
+    out["formula_bytes"] = {s: fact(v["expected_bytes"], f"comm_volume: the notes' formula with the run's layout "
+                                                         f"({v['formula']})")
+                            for s, v in (volume.get("per_strategy") or {}).items() if v.get("expected_bytes")}
     out["bubble"] = fact(bubble.get("measured"), "bubble: measured (1 - compute / step time, mean over pp ranks)")
     per = {}
     for p in bubble.get("per_stage") or []:
         per.setdefault(p["stage"], []).append(p["compute_ns"])
     out["stage_compute_ns"] = fact({st: sum(v) / len(v) for st, v in sorted(per.items())} or None,
                                    "bubble.per_stage: compute per step of each pipeline stage (mean over its ranks)")
+    acts = {}
+    for a in bubble.get("action_ns") or []:
+        acts.setdefault(a["stage"], {})[a["kind"]] = a["mean_ns"]
+    out["action_ns"] = fact(acts or None, "bubble.action_ns: compute of one forward (F), backward (B) or split "
+                                          "backward (I, W) per (virtual) stage and micro-batch, mean over ranks and steps")
+    out["world_size"] = fact(con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0],
+                             "ranks: the job's world size (the traces' distributedInfo), else the ranks loaded")
     out.update(_times(con))
     out["comm_fit"] = _comm_fit(con)
     return out
