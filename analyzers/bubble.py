@@ -411,6 +411,8 @@ def run(ctx):
             "per_stage": per_stage,
             "action_ns": [{"stage": st, "kind": k, "actions": len(d), "mean_ns": statistics.fmean(d)}
                           for (st, k), d in sorted(durations.items())],
+            "order": next(([[list(a) for a in acts] for acts in o.values()] for o in orders.values()
+                           if o and all(o.values())), None) if shape else None,
             "bottleneck_stage": bottleneck,
             "bottleneck_over_mean": spread,
             "schedule": schedule,
@@ -438,6 +440,9 @@ def run(ctx):
                 "action_ns": "per (virtual) stage and kind (F, B, I, W): the reconstructed actions' mean duration "
                              "over ranks and steps: the op time of the main thread's top-level non-communication ops "
                              "within the action's annotation, or of its compute block",
+                "order": "the reconstructed order of the first pipeline group and profiled step, per rank in "
+                         "stage order: [kind, stage, micro-batch] per action (none when the order is not "
+                         "consistent on every stage)",
                 "per_stage": "per rank: its stage (position in its pp group), measured bubble, compute and step "
                              "time (mean over steps, ns)",
                 "bottleneck_stage": "the stage with the most compute floor per step (mean over its ranks), named "

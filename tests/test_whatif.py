@@ -111,7 +111,8 @@ def forecast_terms(p):
 
 
 @pytest.mark.parametrize("run,target", [("pp4_gpipe_m4", "microbatches=4"), ("pp4_1f1b_m4", ""),
-                                        ("pp4_interleaved_m4", ""), ("pp4_1f1b_heavy_m4", ""), ("ddp4", ""),
+                                        ("pp4_interleaved_m4", ""), ("pp4_1f1b_heavy_m4", ""),
+                                        ("pp4_interleaved_zb_m4", ""), ("pp4_zbv_m8", ""), ("ddp4", ""),
                                         ("tp2", ""), ("dp2_tp2", "")])
 def test_the_measured_layout_forecasts_the_measured_step(forecast, run, target):
     """Forecasting the run's own layout gives back its measured step, term by term: the pipeline's per-action
@@ -122,6 +123,30 @@ def test_the_measured_layout_forecasts_the_measured_step(forecast, run, target):
     assert sum(v for k, v in got.items() if k != "step") == pytest.approx(got["step"], rel=1e-9)
     if not run.startswith("pp4"):  # without a pipeline every term stays as measured
         assert got == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("run", ["pp4_interleaved_zb_m4", "pp4_zbv_m8", "pp4_dualpipev_m8", "pp4_gpipe_m4"])
+def test_a_target_with_other_stages_replays_every_stage_alike(forecast, run):
+    """1F1B with every stage computing the same F and B idles (N_PP - 1) / (m + N_PP - 1) of its makespan,
+    whatever the measured F : B (or I : W) was; the replay starts from the run's own reconstructed order."""
+    t = truth(run)["layout"]
+    p, m = t["pp"], t["microbatches"]
+    got = forecast(run, "pp_schedule=1f1b,virtual_stages=1,layers=8")
+    assert got["prediction"]["bubble_replay"] == pytest.approx((p - 1) / (m + p - 1))
+    assert "every stage alike" in got["how"]["step_time"]
+
+
+def test_action_costs_are_forward_and_backward_compute():
+    """Per stage, a backward computes more than a forward, and m (F + B) of compute fits in the stage's compute
+    per step (window_totals; the rest is loss, optimizer and Python-side ops outside the actions)."""
+    for run in ("pp4_gpipe_m4", "pp4_1f1b_m4"):  # annotations, compute blocks
+        with open_run([RUNS / run]) as con:
+            b = document(con, 10, {})["checks"]["bubble"]
+        m = truth(run)["layout"]["microbatches"]
+        per = {(a["stage"], a["kind"]): a["mean_ns"] for a in b["action_ns"]}
+        for p in b["per_stage"]:
+            f, bw = per[(p["stage"], "F")], per[(p["stage"], "B")]
+            assert 0 < f < bw and m * (f + bw) <= p["compute_ns"]
 
 
 # (pair, measured run, target, given, the run with the target layout, the terms the forecast gets wrong): the step
@@ -149,6 +174,17 @@ def test_step_time_within_15_percent_but_for_the_named_terms(forecast, run, targ
     fixed = (got["step"] + sum(want.get(k, 0) - got.get(k, 0) for k in wrong)) / want["step"] - 1
     assert abs(fixed) < 0.15, (error, fixed)
     assert (abs(error) < 0.15) == (not wrong), error
+
+
+def test_the_optimizer_step_shrinks_with_the_states_a_device_updates(forecast):
+    """ZeRO-1 and up update 1 / N_DP of the optimizer states (docs/parallelism.md 3.1): from DDP on 4 ranks, the
+    forecast's optimizer time is the measured one / 4; the rest of compute stays."""
+    dp = truth("ddp4")["layout"]["dp"]
+    ddp = forecast("ddp4", "")
+    zero1 = forecast("ddp4", "zero_stage=1")
+    assert zero1["inputs"]["optimizer_ns"]["value"] == pytest.approx(ddp["measured"]["optimizer_ns"]["value"] / dp)
+    saved = ddp["prediction"]["compute_ns"] - zero1["prediction"]["compute_ns"]
+    assert saved == pytest.approx(ddp["measured"]["optimizer_ns"]["value"] * (1 - 1 / dp))
 
 
 def test_every_input_names_its_source(forecast):
@@ -265,8 +301,10 @@ def test_balanced_stages_compute_the_stages_mean(forecast):
     stages = {a["stage"] for a in acts}
     mean = sum(a["mean_ns"] for a in acts) / len(stages)  # F + B of the mean stage, one micro-batch
     kept = forecast("pp4_1f1b_heavy_m4", "")["prediction"]
-    split = forecast("pp4_1f1b_heavy_m4", "balanced")["prediction"]
-    assert split["compute_ns"] == pytest.approx(m * mean)
+    doc = forecast("pp4_1f1b_heavy_m4", "balanced")
+    split = doc["prediction"]
+    assert split["compute_ns"] - doc["inputs"]["optimizer_ns"]["value"] == pytest.approx(m * mean)
+    assert split["compute_ns"] == pytest.approx(kept["compute_ns"])  # the same work, spread evenly
     assert split["step_time_ns"] < kept["step_time_ns"]
 
 

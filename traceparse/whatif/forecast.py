@@ -87,7 +87,8 @@ def forecast(m: dict, given: dict) -> dict:
             volume[strategy] = {"bytes": b, "formula": formula}
     memory = _memory(m, t, inputs["Phi_device"]["value"])
     exposed = _exposed(m, volume)
-    got = _step(m, s, t, exposed, layers_t)
+    inputs["optimizer_ns"] = _optimizer(m, s, t, split * grow)
+    got = _step(m, s, t, exposed, layers_t, (m["optimizer_ns"]["value"] or 0, inputs["optimizer_ns"]["value"]))
     terms = got["terms"] or {"compute_ns": None, "other_ns": None, "exposed_comm_ns": {}}
     return {
         "target": {**t, "world_size": _world(t)},
@@ -146,9 +147,31 @@ def _exposed(m, volume):
     return out
 
 
-def _step(m, s, t, exposed, layers) -> dict:
+def _optimizer(m, s, t, params):
+    """fact(ns): the measured optimizer step x the parameters a device holds (``params``: target / measured) x
+    the share of the optimizer states it updates (1 / N_DP from ZeRO-1 on, docs/parallelism.md 3.1)."""
+    shard_s = s["dp"] if s["zero_stage"] >= 1 else 1
+    shard_t = t["dp"] if t["zero_stage"] >= 1 else 1
+    o = m["optimizer_ns"]["value"] or 0
+    return fact(o * params * shard_s / shard_t,
+                f"measured optimizer step {o / 1e6:.3g} ms x parameters per device {params:g} x states updated "
+                f"1/{shard_t} target / 1/{shard_s} measured (ZeRO-1 and up shard them)")
+
+
+def _step(m, s, t, exposed, layers, optimizer) -> dict:
     """{step, bubble (the notes' formula), bubble_replay, how, replay_how, terms: {compute_ns, exposed_comm_ns,
-    other_ns}} of the target; the terms add up to the step (exposed pp holds the pipeline's waits)."""
+    other_ns}} of the target; the terms add up to the step (exposed pp holds the pipeline's waits). The optimizer
+    (``optimizer``: (measured ns, target ns)) is taken out of the measured step and compute, the models run on the
+    rest, and the target's optimizer time is added to its step and compute."""
+    out = _step_without_optimizer(m, s, t, exposed, layers, optimizer[0])
+    if out["step"] is not None:
+        out["step"] += optimizer[1]
+        out["terms"]["compute_ns"] += optimizer[1]
+        out["how"] += f"; + the optimizer step {optimizer[1] / 1e6:.3g} ms (measured {optimizer[0] / 1e6:.3g} ms)"
+    return out
+
+
+def _step_without_optimizer(m, s, t, exposed, layers, optimizer_s) -> dict:
     T, C = m["step_time_ns"]["value"], m["compute_ns"]["value"]
     out = {"step": None, "bubble": None, "bubble_replay": None, "replay_how": "no pipeline", "terms": None}
     if t["pp"] == 1:
@@ -161,6 +184,7 @@ def _step(m, s, t, exposed, layers) -> dict:
     e_t = {k: f["value"] for k, f in exposed.items()}
     if any(v is None for v in e_t.values()):
         return out | {"how": "a strategy's exposed communication is unknown"}
+    T, C = T - optimizer_s, C - optimizer_s
     work = (s["tp"] * s["cp"] * s["sp"]) / (t["tp"] * t["cp"] * t["sp"])
     other_s = T - C - sum(e_s.values())  # idle, Python and launch overhead: the step less compute and exposed comm
     if s["pp"] == 1:

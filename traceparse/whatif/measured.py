@@ -43,6 +43,8 @@ def measured(con, doc: dict) -> dict:
     acts = {}
     for a in bubble.get("action_ns") or []:
         acts.setdefault(a["stage"], {})[a["kind"]] = a["mean_ns"]
+    out["order"] = fact({r: [tuple(a) for a in acts] for r, acts in enumerate(bubble.get("order") or [])} or None,
+                        "bubble.order: the run's reconstructed order of forward and backward work per rank")
     out["action_ns"] = fact(acts or None, "bubble.action_ns: compute of one forward (F), backward (B) or split "
                                           "backward (I, W) per (virtual) stage and micro-batch, mean over ranks and steps")
     out["world_size"] = fact(con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0],
@@ -61,7 +63,16 @@ def _times(con) -> dict:
                    "SELECT strategy, sum(comm_ns - hidden_ns) / ? FROM window_strategy_comm WHERE step IS NOT NULL "
                    "GROUP BY 1 ORDER BY 1", [max(windows, 1)]).fetchall()}
     src = "window_totals: mean over ranks and profiled steps"
+    optimizer = con.execute(
+        """SELECT sum(e - s) / ? FROM interval_intersect(
+               'SELECT e.rank AS k, e.rank AS g, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e FROM events e
+                JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
+                WHERE e.cat = ''user_annotation'' AND starts_with(e.name, ''Optimizer.step'')',
+               'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE step IS NOT NULL')""",
+        [max(windows, 1)]).fetchone()[0]
     return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
+            "optimizer_ns": fact(optimizer or 0.0, "compute_intervals within the main thread's Optimizer.step* "
+                                                   "annotations, per rank-step window (0: none annotated)"),
             "exposed_comm_ns": exposed}
 
 

@@ -1,36 +1,59 @@
 """The step of a pipelined target, replayed: the target schedule's order run with the measured cost of each action.
 
-The measured run's own textbook order (GPipe, 1F1B, interleaved 1F1B: analyzers.bubble.textbook_orders) is
-replayed with each (virtual) stage's measured forward and backward compute per micro-batch (bubble.action_ns)
-plus one per-action overhead o (send/recv calls and their latency, Python, launches), and o is the one value
-for which that replay lasts the measured pipeline time (the step less the exposed non-pipeline communication).
-The target's order is then replayed with its actions' compute (the measured ones scaled by the layers a chunk
-holds and the work a device does in one) plus the same o: its makespan is the target's pipeline time.
+The measured run's order (the bubble check's reconstruction, else its schedule's textbook order:
+analyzers.bubble.textbook_orders) is replayed with each (virtual) stage's measured compute per micro-batch and
+action kind (bubble.action_ns: F, B, and the I and W halves of a split backward) plus one per-action overhead o
+(send/recv calls and their latency, Python, launches), and o is the one value for which that replay lasts the
+measured pipeline time (the step less the exposed non-pipeline communication and the optimizer). The target's
+order (the measured one where the target keeps the schedule, N_PP, m and v; else the textbook order of GPipe,
+1F1B or interleaved 1F1B) is then replayed with its actions' compute (the measured ones scaled by the layers a
+chunk holds and the work a device does in one) plus the same o: its makespan is the target's pipeline time.
 """
 
 from ..analyzers.bubble import replay, textbook_orders
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o
+SHAPE = ("pp_schedule", "pp", "microbatches", "virtual_stages")
+
+
+def _kinds(c: dict) -> dict:
+    """A stage's costs with the backward both whole (B) and split (I, W): B = I + W, else I = W = B / 2."""
+    c = dict(c)
+    if "B" not in c and {"I", "W"} <= set(c):
+        c["B"] = c["I"] + c["W"]
+    if "B" in c:
+        c.setdefault("I", c["B"] / 2)
+        c.setdefault("W", c["B"] / 2)
+    return c
 
 
 def action_costs(m: dict, s: dict, t: dict, work: float, layers) -> tuple[dict | None, str]:
-    """({(kind, stage): ns} of the target's forward and backward per micro-batch and (virtual) stage, how), or
-    (None, why). The measured stage's own costs where the target keeps its stages (same N_PP, v and layers per
-    stage, not ``balanced``); otherwise every stage alike: the measured compute per layer (mean over the stages)
-    times the layers of a target chunk."""
-    acts = m["action_ns"]["value"]
+    """({(kind, stage): ns} of the target's actions per micro-batch and (virtual) stage, how), or (None, why). The
+    measured stage's own costs where the target keeps its stages (same N_PP, v and layers per stage, not
+    ``balanced``); otherwise every stage alike: the measured compute per layer (mean over the stages) times the
+    layers of a target chunk."""
+    acts = {st: _kinds(c) for st, c in (m["action_ns"]["value"] or {}).items()}
     if not acts or any(not {"F", "B"} <= set(c) for c in acts.values()):
         return None, "no measured forward and backward per stage (bubble.action_ns)"
     chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]
     chunk_t = layers / t["pp"] / t["virtual_stages"] if layers else chunk_s
     stages_t = t["pp"] * t["virtual_stages"]
     if stages_t == len(acts) and chunk_t == chunk_s and not t["balanced"]:
-        return ({(k, st): acts[st][k] * work for st in acts for k in "FB"},
-                f"each stage's measured F and B x work per device {work:g}")
-    per_layer = {k: sum(c[k] for c in acts.values()) / len(acts) / chunk_s for k in "FB"}
-    return ({(k, st): per_layer[k] * chunk_t * work for st in range(stages_t) for k in "FB"},
+        return ({(k, st): v * work for st, c in acts.items() for k, v in c.items()},
+                f"each stage's measured compute per action x work per device {work:g}")
+    per_layer = {k: sum(c[k] for c in acts.values()) / len(acts) / chunk_s for k in "FBIW"}
+    return ({(k, st): per_layer[k] * chunk_t * work for st in range(stages_t) for k in "FBIW"},
             f"every stage alike: measured compute per layer (F {per_layer['F'] / 1e6:.3g} ms, B "
             f"{per_layer['B'] / 1e6:.3g} ms, mean over the stages) x {chunk_t:g} layers a chunk x work {work:g}")
+
+
+def _orders(m: dict, s: dict, t: dict) -> tuple[dict | None, dict | None]:
+    """(the measured run's order, the target's order)."""
+    measured = m["order"]["value"]
+    textbook = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
+    own = measured or textbook_orders(s["pp_schedule"], s["pp"], s["microbatches"], s["virtual_stages"])
+    keeps = all(s[k] == t[k] for k in SHAPE)
+    return own, (own if keeps and measured else textbook)
 
 
 def overhead(orders: dict, cost: dict, span_ns: float) -> float:
@@ -49,25 +72,26 @@ def overhead(orders: dict, cost: dict, span_ns: float) -> float:
 
 
 def replayed_step(m: dict, s: dict, t: dict, work: float, layers, pipeline_ns: float) -> dict | None:
-    """{pipeline_ns, compute_ns, overhead_ns, bubble, how} of the target, or None where an order or a cost is
-    missing. ``pipeline_ns``: the measured step less its exposed non-pipeline communication."""
-    orders_s = textbook_orders(s["pp_schedule"], s["pp"], s["microbatches"], s["virtual_stages"])
-    orders_t = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
+    """{pipeline_ns, compute_ns, bubble, how} of the target, or None where an order or a cost is missing.
+    ``pipeline_ns``: the measured step less its exposed non-pipeline communication and optimizer."""
+    orders_s, orders_t = _orders(m, s, t)
     cost_s, _ = action_costs(m, s, s | {"balanced": False}, 1.0, None)
     cost_t, how = action_costs(m, s, t, work, layers)
     if orders_s is None or orders_t is None or cost_s is None or cost_t is None:
         return None
-    if any(k not in cost_s for acts in orders_s.values() for k in ((a[0], a[1]) for a in acts)):
+    if any((k, st) not in cost for orders, cost in ((orders_s, cost_s), (orders_t, cost_t))
+           for acts in orders.values() for k, st, _ in acts):
+        return None
+    if replay(orders_s, lambda k, st: cost_s[(k, st)]) is None or replay(orders_t, lambda *_: 0) is None:
         return None
     o = overhead(orders_s, cost_s, pipeline_ns)
-    span, busy = replay(orders_t, lambda k, st: cost_t[(k, st)] + o)
+    span, _ = replay(orders_t, lambda k, st: cost_t[(k, st)] + o)
     pure_span, pure_busy = replay(orders_t, lambda k, st: cost_t[(k, st)])
     compute = sum(pure_busy.values()) / len(pure_busy)
-    actions = sum(len(a) for a in orders_t.values()) / len(orders_t)
-    return {"pipeline_ns": span, "compute_ns": compute, "overhead_ns": o * actions,
-            "bubble": 1 - compute / pure_span,
+    own = "reconstructed" if m["order"]["value"] else "textbook"
+    return {"pipeline_ns": span, "compute_ns": compute, "bubble": 1 - compute / pure_span,
             "how": f"the {t['pp_schedule']} order of {t['pp']} stages, m = {t['microbatches']}"
                    + (f", v = {t['virtual_stages']}" if t["virtual_stages"] > 1 else "")
                    + f" replayed with {how} + an overhead per action of {o / 1e6:.3g} ms (the one with which the "
-                   f"measured {s['pp_schedule']} order, replayed with its measured F and B, lasts the measured "
-                   f"{pipeline_ns / 1e6:.3g} ms of pipeline per step)"}
+                   f"measured {s['pp_schedule']} order ({own}), replayed with its measured compute per action, "
+                   f"lasts the measured {pipeline_ns / 1e6:.3g} ms of pipeline per step)"}
