@@ -125,19 +125,32 @@ def phi_device(ctx, shape, deg, dlt) -> dict:
 
 
 def accumulated(ctx, shape, deg):
-    """Largest per-rank elements of AccumulateGrad inputs per step / m (the rank's parameters that get gradients)."""
+    """Largest per-rank elements of AccumulateGrad inputs per step / m (the rank's parameters that get gradients).
+
+    A pipeline stage's received activation is a leaf that requires grad, so its gradient is accumulated too: an
+    AccumulateGrad whose shape is one the rank receives on a pp-tagged call is not a parameter."""
     rows = ctx.con.execute(
         """SELECT e.rank, a.input_dims FROM events e JOIN op_args a USING (rank, ev_id)
            WHERE e.name = 'torch::autograd::AccumulateGrad' AND (e.step IS NOT NULL OR NOT ?)""",
         [shape["stepped"]]).fetchall()
+    received = {(rank, tuple(d)) for rank, dims in ctx.con.execute(
+        """SELECT DISTINCT c.rank, a.input_dims FROM comm_intervals c JOIN op_args a USING (rank, ev_id)
+           WHERE c.strategy = 'pp' AND c.op = 'recv'""").fetchall() for d in _shapes(json.loads(dims or "[]"))}
     per_rank = Counter()
     for rank, dims in rows:
         d = json.loads(dims or "[]")
-        if d and isinstance(d[0], list):
+        if d and isinstance(d[0], list) and (rank, tuple(d[0])) not in received:
             per_rank[rank] += math.prod(d[0])
     if not per_rank:
         return None
     return max(per_rank.values()) / shape["steps"] / (deg["microbatches"]["value"] or 1)
+
+
+def _shapes(dims):
+    """Every tensor shape (a list of ints) in a recorded input_dims, however nested."""
+    if isinstance(dims, list) and dims and all(isinstance(x, int) for x in dims):
+        return [dims]
+    return [s for x in dims for s in _shapes(x)] if isinstance(dims, list) else []
 
 
 def _mode_dims(ctx, names, shape):

@@ -70,6 +70,13 @@ def test_optimizer_from_the_annotation(check):
     assert x["n_opt"]["value"] == truth("zero1_dp4")["optimizer"]["n_opt"]
 
 
+@pytest.mark.parametrize("run", ["pp4_gpipe_m4", "pp4_1f1b_m4", "pp4_interleaved_m4", "pp4_1f1b_heavy_m4"])
+def test_pipeline_stage_parameters_leave_out_the_received_activation(check, run):
+    """A stage's input activation is a leaf that requires grad; its AccumulateGrad is not a parameter."""
+    t = truth(run)
+    assert check(run).numbers["inputs"]["Phi_device"]["value"] == max(t["model"]["params_per_rank"])
+
+
 def test_ep_counts_the_local_experts(check):
     t = truth("ep4")
     res = check("ep4")

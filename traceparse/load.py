@@ -41,7 +41,7 @@ def cache_dir() -> Path:
 def code_identity() -> str:
     """Size and mtime of traceparse's own code and rules: an upgraded or edited install builds anew."""
     h = hashlib.sha256()
-    for package in ("traceparse", "traceparse.rules"):
+    for package in ("traceparse", "traceparse.analyzers", "traceparse.rules"):  # the last two live apart in a checkout
         root = Path(str(resources.files(package)))
         for p in sorted(root.rglob("*")):
             if p.suffix in (".py", ".sql", ".toml"):
