@@ -11,7 +11,10 @@ SPEC = Spec(
         "with Phi = the parameters a device holds before ZeRO sharding: ZeRO-0 (2 delta + (n_opt+1) delta_opt) Phi, "
         "ZeRO-1 (2 delta + (n_opt+1) delta_opt / N_DP) Phi, ZeRO-2 (delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) "
         "Phi, ZeRO-3 (2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi, delta_opt = 4; beside the measured peak, "
-        "the largest total_allocated of any accelerator (else CPU) device in the memory events."),
+        "the largest total_allocated of any accelerator (else CPU) device in the memory events. step_growth = per "
+        "rank, what a profiled step allocates above its start on that device: the step's largest total_allocated "
+        "less the total just before its first memory event, mean over steps (activations, gradients freed by "
+        "zero_grad(set_to_none=True), temporaries)."),
     numerator="measured peak allocated bytes (largest device)",
     denominator="modelled parameters + gradients + optimizer state per device",
     needs="Phi (stated params, or inferred from dp gradient collectives or AccumulateGrad shapes), the optimizer "
@@ -19,7 +22,9 @@ SPEC = Spec(
     notes=(
         "docs/parallelism.md 3.1 (ZeRO table), 1 (n_opt: SGD 0, momentum 1, Adam/AdamW 2, Muon 1; delta_opt usually 4). "
         "Phi per device = stated params / (N_TP N_PP), assuming TP and PP split every parameter (replicated norms and "
-        "embeddings make it larger) and, with EP, that stated params cannot be split (experts vs dense) so the trace is "
+        "embeddings make it larger), except for a pipeline without TP or EP, whose stages hold different parameters "
+        "(embedding, head): there the trace's AccumulateGrad count comes first (a stage's received activation, also "
+        "a leaf with a gradient, left out); with EP, that stated params cannot be split (experts vs dense) so the trace is "
         "used: AccumulateGrad elements per step / m (the rank's parameters with gradients, experts included; skipped "
         "under TP, where DTensor shows logical shapes), or the dp gradient collective bytes / delta (largest rank). "
         "N_DP = stated dp, else the size of the dp gradient groups (EP folded into DP counts), else the layout's dp. "
@@ -63,7 +68,8 @@ def run(ctx):
         findings.append(f"Measured peak {peak / 2**30:.2f} GiB is below the modelled {total / 2**30:.2f} GiB: Phi, delta, "
                         "the optimizer or the sharding assumed by the model is not what ran.")
     numbers = {"per_device_bytes": {"parameters": params, "gradients": grads, "optimizer_state": state, "total": total},
-               "formula": formula, "inputs": x, "measured_peak_bytes": peak, "measured_over_model": ratio}
+               "formula": formula, "inputs": x, "measured_peak_bytes": peak, "measured_over_model": ratio,
+               "step_growth": _step_growth(ctx)}
     tables = {"measured_peaks": peaks}
     if ratio is None:  # compared nothing: not applicable, never ok (the model's numbers stay in the document)
         why = []
@@ -111,6 +117,24 @@ def _sharding(ctx, deg):
     if deg["dp"]["value"]:
         return stage, deg["dp"]
     return stage, mf.fact(1, f"assumed 1: {deg['dp']['source']}")
+
+
+def _step_growth(ctx):
+    """Per rank, on the device _peaks reads: what a profiled step allocates above what was allocated when it began
+    (the step's largest total_allocated less the total just before its first memory event), mean over steps."""
+    return ctx.rows(
+        """
+        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
+             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m),
+             d AS (SELECT m.* FROM m, acc WHERE device_type <> 0 OR NOT acc.any),
+             per_step AS (
+                 SELECT w.rank, w.step, d.device_type, d.device_id,
+                        max(d.total_allocated) - arg_min(d.total_allocated - d.bytes, d.ts_ns) AS growth
+                 FROM step_windows w JOIN d ON d.rank = w.rank AND d.ts_ns >= w.start_ns AND d.ts_ns < w.end_ns
+                 WHERE w.step IS NOT NULL GROUP BY ALL)
+        SELECT rank, device_type, device_id, avg(growth) AS growth_bytes, count(*) AS steps
+        FROM per_step GROUP BY ALL ORDER BY rank, growth_bytes DESC
+        """)
 
 
 def _peaks(ctx):

@@ -104,6 +104,11 @@ def phi_dp(ctx, shape, deg, dlt) -> dict:
 def phi_device(ctx, shape, deg, dlt) -> dict:
     """Parameters held per device before ZeRO sharding (max over ranks): Phi / (N_TP N_PP) for a dense model."""
     tp, pp, ep = (deg[k]["value"] or 1 for k in ("tp", "pp", "ep"))
+    if pp > 1 and tp <= 1 and ep <= 1:  # stages differ (embedding, head): the trace counts each stage's own
+        acc = accumulated(ctx, shape, deg)
+        if acc:
+            return fact(acc, "trace: elements of the gradients accumulated (AccumulateGrad) per step / m, largest "
+                             "rank (pipeline stages hold different parameters)")
     if "params" in ctx.stated and ep <= 1:
         return _stated_phi(ctx, tp * pp, "")
     grads = _grad_bytes(ctx, shape)

@@ -5,7 +5,7 @@
 Truth per target run: bytes per rank per step per strategy from its truth.json (the collectives the job issued,
 in the notes' metric: all-reduce 2 x size, other collectives their full size, sends their size, receives 0),
 memory per device by the ZeRO table from its truth.json configuration (params per rank, dtype_bytes, n_opt, dp,
-zero stage), and its measured step time (mean window of its trace) with its terms (compute, exposed communication
+zero stage) plus, where the run has memory events, its measured activations (truth_activations), and its measured step time (mean window of its trace) with its terms (compute, exposed communication
 per strategy, other), of which the table names the one the forecast missed by the most time.
 """
 
@@ -25,6 +25,10 @@ PAIRS = [
      "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "", "pp4_interleaved_m4"),
     ("pipeline: the heavy stage split (--balanced; truth: the balanced 4-layer run)", "pp4_1f1b_heavy_m4",
      "--balanced", "", "pp4_1f1b_m4"),
+    ("pipeline memory: GPipe m = 8 from m = 4 (memory events)", "pp4_gpipe_m4_memory", "microbatches=8", "",
+     "pp4_gpipe_m8_memory"),
+    ("pipeline memory: 1F1B m = 8 from GPipe m = 4 (memory events)", "pp4_gpipe_m4_memory",
+     "pp_schedule=1f1b,microbatches=8", "", "pp4_1f1b_m8_memory"),
     ("data parallel: ZeRO-1 from DDP", "ddp4", "zero_stage=1", "", "zero1_dp4"),
     ("data parallel: ZeRO-2 from DDP", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4"),
     ("data parallel: ZeRO-3 from DDP", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4"),
@@ -45,15 +49,32 @@ def truth_bytes(run: str) -> dict:
     return {k: v / t["world_size"] for k, v in per.items()}
 
 
+def truth_activations(run: str):
+    """Where the run has memory events: the most any rank's step allocates above its start (memory.step_growth)
+    less that rank's gradients (its params_per_rank x dtype_bytes in truth.json; zero_grad frees them each step)
+    where they exist at the peak: 1F1B's steady state (m > N_PP - s), not GPipe's peak before its backwards."""
+    from traceparse.document import document
+    from traceparse.load import open_run
+
+    t = json.loads((RUNS / run / "truth.json").read_text())
+    with open_run([RUNS / run]) as con:
+        growth = document(con, 10, {})["checks"]["memory"].get("step_growth") or []
+    per = t["model"].get("params_per_rank") or [t["model"]["params"]] * t["world_size"]
+    p, m, steady = t["layout"]["pp"], t["layout"]["microbatches"], t["layout"]["pp_schedule"] == "1f1b"
+    return max((g["growth_bytes"] - t["model"]["dtype_bytes"] * per[g["rank"]] * (steady and m > p - g["rank"])
+                for g in growth), default=None)
+
+
 def truth_memory(run: str) -> float:
     """The ZeRO table's bytes per device from truth.json: Phi = the largest rank's parameters before sharding (its
-    params_per_rank, times the shard count where FSDP shards the parameters, ZeRO-2/3)."""
+    params_per_rank, times the shard count where FSDP shards the parameters, ZeRO-2/3), plus the activations
+    measured on the run where it has memory events (truth_activations)."""
     t = json.loads((RUNS / run / "truth.json").read_text())
     d, k, n, z = t["model"]["dtype_bytes"], t["optimizer"]["n_opt"], t["layout"]["dp"], t["layout"]["zero_stage"] or 0
     phi = max(t["model"].get("params_per_rank") or [t["model"]["params"]]) * (t["layout"]["dp_shard"] if z >= 2 else 1)
     params = d * phi / (n if z == 3 else 1)
     grads = d * phi / (n if z >= 2 else 1)
-    return params + grads + (k + 1) * 4 * phi / (n if z >= 1 else 1)
+    return params + grads + (k + 1) * 4 * phi / (n if z >= 1 else 1) + (truth_activations(run) or 0)
 
 
 def forecast(run: str, target: str, given: str) -> dict:

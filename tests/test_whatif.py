@@ -158,6 +158,10 @@ PAIRS = [
     ("interleaved from 1f1b", "pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "",
      "pp4_interleaved_m4", ("exposed pp",)),
     ("heavy stage split", "pp4_1f1b_heavy_m4", "balanced", "", "pp4_1f1b_m4", ()),
+    ("gpipe m8 from m4, memory events", "pp4_gpipe_m4_memory", "microbatches=8", "", "pp4_gpipe_m8_memory",
+     ("other",)),
+    ("1f1b m8 from gpipe m4, memory events", "pp4_gpipe_m4_memory", "pp_schedule=1f1b,microbatches=8", "",
+     "pp4_1f1b_m8_memory", ()),
     ("zero1 from ddp", "ddp4", "zero_stage=1", "", "zero1_dp4", ("exposed dp",)),
     ("zero2 from ddp", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4", ("exposed dp",)),
     ("zero3 from ddp", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4", ("exposed dp", "compute", "other")),
@@ -187,6 +191,43 @@ def test_the_optimizer_step_shrinks_with_the_states_a_device_updates(forecast):
     assert saved == pytest.approx(ddp["measured"]["optimizer_ns"]["value"] * (1 - 1 / dp))
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_micro_batches_held_follow_the_notes(schedule):
+    """docs/parallelism.md 3.2: GPipe holds every micro-batch's activations; 1F1B, stage s at most N_PP - s."""
+    from analyzers.bubble import textbook_orders
+    from traceparse.whatif.activations import held
+
+    p, m = 4, 8
+    got = held(textbook_orders(schedule, p, m))
+    assert {r: h for r, (h, _) in got.items()} == {s: (m if schedule == "gpipe" else min(m, p - s)) for s in range(p)}
+    # the gradients exist at the peak where the rank holds that many again after a backward: 1F1B's steady state
+    assert {r: g for r, (_, g) in got.items()} == {s: schedule == "1f1b" and m > p - s for s in range(p)}
+
+
+@pytest.mark.parametrize("target,run", [("microbatches=8", "pp4_gpipe_m8_memory"),
+                                        ("pp_schedule=1f1b,microbatches=8", "pp4_1f1b_m8_memory")])
+def test_activations_from_the_memory_timeline_within_10_percent(forecast, target, run):
+    """What one micro-batch holds, measured on GPipe m = 4, times what the target holds, against what the target
+    run's steps allocate (memory.step_growth) less its gradients (params_per_rank x dtype_bytes, truth.json) where
+    they exist at the peak (1F1B's steady state: m > N_PP - s; GPipe peaks before its first backward)."""
+    t = truth(run)
+    p, m = t["layout"]["pp"], t["layout"]["microbatches"]
+    with open_run([RUNS / run]) as con:
+        growth = document(con, 10, {})["checks"]["memory"]["step_growth"]
+    grads = {r: t["model"]["dtype_bytes"] * n if t["layout"]["pp_schedule"] == "1f1b" and m > p - r else 0
+             for r, n in enumerate(t["model"]["params_per_rank"])}
+    measured = max(g["growth_bytes"] - grads[g["rank"]] for g in growth)
+    got = forecast("pp4_gpipe_m4_memory", target)["prediction"]["activation_bytes"]
+    assert abs(got / measured - 1) < 0.10, (got, measured)
+
+
+def test_without_memory_events_activations_are_unknown_not_zero(forecast):
+    p = forecast("ddp4", "zero_stage=3")
+    assert p["prediction"]["activation_bytes"] is None
+    assert p["prediction"]["memory_per_device_bytes"] == zero_table("fsdp2_zero3_dp4")
+    assert "profile_memory off" in p["how"]["memory"]["why"]
+
+
 def test_every_input_names_its_source(forecast):
     doc = forecast("tp4", "dp=2,tp=2,zero_stage=3", "params=115328")
     assert doc["version"] == 1
@@ -203,7 +244,8 @@ def test_cli_text_and_json():
     got = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2", "--format", "json"])
     doc = json.loads(got.stdout)
     assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bubble_replay", "bytes_per_rank_per_step",
-                                      "memory_per_device_bytes", "exposed_comm_ns", "compute_ns", "other_ns"}
+                                      "memory_per_device_bytes", "exposed_comm_ns", "compute_ns", "other_ns",
+                                      "activation_bytes"}
     bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
     assert bad.exit_code == 2 and "unknown keys warp" in bad.output
 

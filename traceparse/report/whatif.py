@@ -29,6 +29,7 @@ def render_whatif(doc: dict) -> str:
              f"bubble: {_share(p['bubble'])} (the notes' formula); replayed: {_share(p['bubble_replay'])} "
              f"({doc['how']['bubble_replay']})",
              f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
+             f"  activations: {_bytes(p['activation_bytes'])} ({doc['how']['memory']['activations_source']})",
              "bytes per rank per step:"]
     for k, b in p["bytes_per_rank_per_step"].items():
         lines.append(f"  {k}: {_bytes(b)}  [{doc['how']['bytes'][k]}]")

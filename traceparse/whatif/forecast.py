@@ -23,7 +23,8 @@ from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
 from ..errors import TraceError
 from .measured import LAYOUT
-from .pipeline import replayed_step
+from .activations import activation_bytes, held
+from .pipeline import orders, replayed_step
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
 PP_REMAINDER = ("the pipeline's waits and transfers: step - compute - other - exposed non-pipeline communication "
@@ -85,7 +86,7 @@ def forecast(m: dict, given: dict) -> dict:
         if t[strategy] > 1:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
-    memory = _memory(m, t, inputs["Phi_device"]["value"])
+    memory = _memory(m, s, t, inputs["Phi_device"]["value"], layers_t)
     exposed = _exposed(m, volume)
     inputs["optimizer_ns"] = _optimizer(m, s, t, split * grow)
     got = _step(m, s, t, exposed, layers_t, (m["optimizer_ns"]["value"] or 0, inputs["optimizer_ns"]["value"]))
@@ -100,6 +101,7 @@ def forecast(m: dict, given: dict) -> dict:
             "other_ns": terms["other_ns"],
             "bytes_per_rank_per_step": {k: v["bytes"] for k, v in volume.items()},
             "memory_per_device_bytes": memory["total"],
+            "activation_bytes": memory["activations"],
             "exposed_comm_ns": {k: terms["exposed_comm_ns"].get(k, v["value"]) for k, v in exposed.items()},
         },
         "how": {"step_time": got["how"], "bubble_replay": got["replay_how"], "bytes": {k: v["formula"] for k, v in volume.items()},
@@ -109,15 +111,28 @@ def forecast(m: dict, given: dict) -> dict:
     }
 
 
-def _memory(m, t, phi):
+def _memory(m, s, t, phi, layers):
+    """The ZeRO table (docs/parallelism.md 3.1) with the target's N_DP and stage, plus the activations of the
+    micro-batches the target's order holds (activations.py), on the rank that holds the most."""
     n_opt, dl = m["n_opt"]["value"], m["delta"]["value"]
     if phi is None or dl is None:
-        return {"total": None, "why": "Phi or delta unknown"}
+        return {"total": None, "activations": None, "why": "Phi or delta unknown"}
     parts = zero_memory(phi, dl, n_opt, t["dp"], t["zero_stage"])
-    held = {"gpipe": t["microbatches"]}.get(t["pp_schedule"], min(t["microbatches"], t["pp"]) if t["pp"] > 1 else 1)
-    return {**parts, "activation_microbatches_held": held,
-            "why": "ZeRO table (docs/parallelism.md 3.1) with the target's N_DP and stage; activations not included: "
-                   "the notes give the micro-batches a stage holds (3.2: GPipe m, 1F1B at most N_PP), not their size"}
+    phi_s = m["Phi_device"]["value"]
+    grads_s = zero_memory(phi_s, dl, n_opt, s["dp"], s["zero_stage"])["gradients"] if phi_s else 0.0
+    order_s, order_t = orders(m, s, t) if s["pp"] > 1 or t["pp"] > 1 else (None, None)
+    held_s, held_t = held(order_s if s["pp"] > 1 else None), held(order_t if t["pp"] > 1 else None)
+    chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]
+    chunk_t = layers / t["pp"] / t["virtual_stages"] if layers else chunk_s
+    work = (s["tp"] * s["cp"] * s["sp"]) / (t["tp"] * t["cp"] * t["sp"])
+    act = activation_bytes(m, held_s, held_t, chunk_t / chunk_s * work, grads_s)
+    most = max(act["value"].values()) if act["value"] else None
+    why = "ZeRO table (docs/parallelism.md 3.1) with the target's N_DP and stage"
+    return {**parts, "activations": most, "activations_source": act["source"],
+            "microbatches_held": {r: h for r, (h, _) in held_t.items()},
+            "total": None if parts["total"] is None else parts["total"] + (most or 0),
+            "why": why + (" + the activations of the rank holding the most" if most is not None else
+                          f"; activations not included: {act['source']}")}
 
 
 def _exposed(m, volume):

@@ -26,6 +26,13 @@ def measured(con, doc: dict) -> dict:
         out["delta"] = per_strategy[0]
     for k in ("delta_tp", "delta_pp", "delta_cp", "delta_sp", "delta_ep"):
         out[k] = x[k] if x.get(k, {}).get("value") is not None else out["delta"]
+    stage_of = {p["rank"]: p["stage"] for p in bubble.get("per_stage") or []}
+    growth = {}
+    for g in memory.get("step_growth") or []:  # per pipeline stage (every rank is stage 0 without a pipeline)
+        st = stage_of.get(g["rank"], 0)
+        growth[st] = max(growth.get(st, 0), g["growth_bytes"])
+    out["step_growth_bytes"] = fact(growth or None, "memory.step_growth: what a profiled step allocates above its "
+                                                    "start, per pipeline stage (the largest of its ranks)")
     mem = memory.get("inputs") or {}
     for k in ("Phi_device", "n_opt", "delta_opt"):
         out[k] = mem.get(k) or fact(None, f"the memory check did not report it ({memory.get('reason', '')})")

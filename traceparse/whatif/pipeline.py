@@ -47,7 +47,7 @@ def action_costs(m: dict, s: dict, t: dict, work: float, layers) -> tuple[dict |
             f"{per_layer['B'] / 1e6:.3g} ms, mean over the stages) x {chunk_t:g} layers a chunk x work {work:g}")
 
 
-def _orders(m: dict, s: dict, t: dict) -> tuple[dict | None, dict | None]:
+def orders(m: dict, s: dict, t: dict) -> tuple[dict | None, dict | None]:
     """(the measured run's order, the target's order)."""
     measured = m["order"]["value"]
     textbook = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
@@ -74,7 +74,7 @@ def overhead(orders: dict, cost: dict, span_ns: float) -> float:
 def replayed_step(m: dict, s: dict, t: dict, work: float, layers, pipeline_ns: float) -> dict | None:
     """{pipeline_ns, compute_ns, bubble, how} of the target, or None where an order or a cost is missing.
     ``pipeline_ns``: the measured step less its exposed non-pipeline communication and optimizer."""
-    orders_s, orders_t = _orders(m, s, t)
+    orders_s, orders_t = orders(m, s, t)
     cost_s, _ = action_costs(m, s, s | {"balanced": False}, 1.0, None)
     cost_t, how = action_costs(m, s, t, work, layers)
     if orders_s is None or orders_t is None or cost_s is None or cost_t is None:
