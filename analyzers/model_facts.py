@@ -133,7 +133,9 @@ def accumulated(ctx, shape, deg):
     """Largest per-rank elements of AccumulateGrad inputs per step / m (the rank's parameters that get gradients).
 
     A pipeline stage's received activation is a leaf that requires grad, so its gradient is accumulated too: an
-    AccumulateGrad whose shape is one the rank receives on a pp-tagged call is not a parameter."""
+    AccumulateGrad whose shape is one the rank receives on a pp-tagged call is not a parameter. None unless every
+    loaded rank accumulates every shape m times a step: schedules that split the backward (zero-bubble, DualPipeV)
+    compute some weight gradients without AccumulateGrad, so the count would miss parameters."""
     rows = ctx.con.execute(
         """SELECT e.rank, a.input_dims FROM events e JOIN op_args a USING (rank, ev_id)
            WHERE e.name = 'torch::autograd::AccumulateGrad' AND (e.step IS NOT NULL OR NOT ?)""",
@@ -141,14 +143,17 @@ def accumulated(ctx, shape, deg):
     received = {(rank, tuple(d)) for rank, dims in ctx.con.execute(
         """SELECT DISTINCT c.rank, a.input_dims FROM comm_intervals c JOIN op_args a USING (rank, ev_id)
            WHERE c.strategy = 'pp' AND c.op = 'recv'""").fetchall() for d in _shapes(json.loads(dims or "[]"))}
-    per_rank = Counter()
+    per_rank, times = Counter(), Counter()
     for rank, dims in rows:
         d = json.loads(dims or "[]")
         if d and isinstance(d[0], list) and (rank, tuple(d[0])) not in received:
             per_rank[rank] += math.prod(d[0])
-    if not per_rank:
+            times[(rank, tuple(d[0]))] += 1
+    m = deg["microbatches"]["value"] or 1
+    if (not per_rank or len(per_rank) < ctx.con.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0]
+            or any(n % (shape["steps"] * m) for n in times.values())):
         return None
-    return max(per_rank.values()) / shape["steps"] / (deg["microbatches"]["value"] or 1)
+    return max(per_rank.values()) / shape["steps"] / m
 
 
 def _shapes(dims):

@@ -77,6 +77,14 @@ def test_pipeline_stage_parameters_leave_out_the_received_activation(check, run)
     assert check(run).numbers["inputs"]["Phi_device"]["value"] == max(t["model"]["params_per_rank"])
 
 
+@pytest.mark.parametrize("run", ["pp4_interleaved_zb_m4", "pp4_zbv_m8", "pp4_dualpipev_m8"])
+def test_a_split_backward_leaves_phi_unknown_rather_than_short(check, run):
+    """Zero-bubble schedules compute some weight gradients without AccumulateGrad: counting them would miss
+    parameters, so without stated params Phi is unknown."""
+    res = check(run)
+    assert res.status == "not_applicable" and res.reason.startswith("Phi cannot be known")
+
+
 def test_ep_counts_the_local_experts(check):
     t = truth("ep4")
     res = check("ep4")

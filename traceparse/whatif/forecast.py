@@ -1,18 +1,19 @@
 """Forecast a target layout of the same model from a measured run (docs/parallelism.md 3, 4).
 
-Bytes come from the notes' formulas (analyzers.comm_volume.expected) with the target's degrees, memory from the
-ZeRO table (analyzers.memory.zero_memory), the bubble from the notes' formula for the target schedule; the step
-time from the measured times, scaled term by term:
+Bytes come from the notes' formulas (analyzers.comm_volume.expected) with the target's degrees; memory from the
+ZeRO table (analyzers.memory.zero_memory) plus the activations the target's order holds (activations.py); the
+bubble from the notes' formula for the target schedule, beside the replay (pipeline.py). The step time is
+compute + exposed communication + other, each from the measured run's, term by term:
 
-- compute per device per step scales with the work a device does: m, the layers it holds (L / N_PP), and 1 / N_TP,
-  1 / (N_CP N_SP) of each layer;
-- exposed communication of a strategy scales with its bytes: the measured exposed time per byte of that strategy,
-  or, for a strategy the run did not use, the run's exposed time per byte over every strategy;
-- without a pipeline, the rest of the step (idle time, Python overhead: step - compute - exposed) stays;
-- with one, each rank does 2 m v actions (a forward and a backward per micro-batch and chunk), each costing the
-  compute of the slowest stage (it sets the pace; ``balanced``: the stages' mean, as if the heaviest stage's
-  layers were spread) plus a fixed overhead (send/recv, launch) measured on the run's pipeline, and the step is
-  the actions' time over (1 - the schedule's bubble) plus the exposed non-pipeline communication.
+- the optimizer step scales with the parameters a device holds and, from ZeRO-1 on, 1 / N_DP;
+- the rest of compute scales with the work a device does: m, the layers it holds, 1 / N_TP, 1 / (N_CP N_SP);
+- exposed communication of a strategy scales with its bytes by the notes' formula (target / run), or, for a
+  strategy the run did not use, the run's exposed time per byte over every strategy;
+- without a measured pipeline, the rest of the step (idle time, Python overhead: step - compute - exposed) stays,
+  and a pipelined target adds the bubble's idle time;
+- with one, the target's order is replayed with the measured compute per action plus the per-action overhead
+  that makes the run's own order last its measured step (pipeline.py); where no order can be replayed, 2 m v
+  actions of the slowest stage's compute plus that overhead, over (1 - the target's bubble formula).
 
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
@@ -22,8 +23,8 @@ from ..analyzers.comm_volume import expected
 from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
 from ..errors import TraceError
-from .measured import LAYOUT
 from .activations import activation_bytes, held
+from .measured import LAYOUT
 from .pipeline import orders, replayed_step
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
@@ -233,8 +234,8 @@ def _flat(C, rest, t, work, e_t, held, more):
     if t["pp"] > 1:
         exposed["pp"] = exposed.get("pp", 0) + idle
         pp_how = "exposed time per byte x the target's pp bytes + the bubble's idle time: compute x bubble / (1 - bubble)"
-    orders = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
-    replayed = simulate(orders, 2) if orders else None
+    order = textbook_orders(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"])
+    replayed = simulate(order, 2) if order else None
     how = ("compute x work per device + exposed communication per strategy + the measured rest (step - compute "
            "- exposed, kept)")
     if t["pp"] > 1:
