@@ -228,6 +228,15 @@ def test_without_memory_events_activations_are_unknown_not_zero(forecast):
     assert "profile_memory off" in p["how"]["memory"]["why"]
 
 
+@pytest.mark.parametrize("run,target", [("tp2", "tp=2"), ("dp4_ep2", "ep=4")], ids=["phi unknown", "ep changes"])
+def test_unknown_memory_prints_as_unknown(run, target):
+    """Without Phi (TP hides shard shapes, no stated params), or with N_EP changed (the experts a device holds
+    change, the dense parameters do not, and the run does not tell them apart), memory is unknown, not 0."""
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / run), "--layout", target])
+    assert got.exit_code == 0, got.output
+    assert "memory per device: - (" in got.output and "activations: - (" in got.output
+
+
 def test_every_input_names_its_source(forecast):
     doc = forecast("tp4", "dp=2,tp=2,zero_stage=3", "params=115328")
     assert doc["version"] == 1

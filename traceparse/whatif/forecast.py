@@ -78,6 +78,9 @@ def forecast(m: dict, given: dict) -> dict:
                          f"measured {k} x (tp x pp measured / target) x layers target / measured = "
                          f"{v} x {split:g} x {grow:g} (every parameter split by TP and PP, every layer alike)"
                          if v is not None else m[k]["source"])
+    if t["ep"] != s["ep"]:  # the experts a device holds change with N_EP, the dense parameters do not
+        inputs["Phi_device"] = fact(None, f"unknown: N_EP {s['ep']} -> {t['ep']} changes the experts a device "
+                                          "holds, and the run does not separate expert from dense parameters")
     inputs["L_local"] = fact(layers_t / t["pp"] if layers_t else None, "layers / target pp")
     x = {**{k: fact(t[k], "target") for k in STRATEGIES + ("microbatches", "virtual_stages")},
          **{k: m[k] for k in ("delta", "bSH", "kv_over_q", "K_MoE") + tuple(f"delta_{k}" for k in STRATEGIES[1:])},
@@ -87,7 +90,7 @@ def forecast(m: dict, given: dict) -> dict:
         if t[strategy] > 1:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
-    memory = _memory(m, s, t, inputs["Phi_device"]["value"], layers_t)
+    memory = _memory(m, s, t, inputs["Phi_device"]["value"], layers_t, inputs["Phi_device"]["source"])
     exposed = _exposed(m, volume)
     inputs["optimizer_ns"] = _optimizer(m, s, t, split * grow)
     got = _step(m, s, t, exposed, layers_t, (m["optimizer_ns"]["value"] or 0, inputs["optimizer_ns"]["value"]))
@@ -112,12 +115,14 @@ def forecast(m: dict, given: dict) -> dict:
     }
 
 
-def _memory(m, s, t, phi, layers):
+def _memory(m, s, t, phi, layers, inputs_phi_why=""):
     """The ZeRO table (docs/parallelism.md 3.1) with the target's N_DP and stage, plus the activations of the
     micro-batches the target's order holds (activations.py), on the rank that holds the most."""
     n_opt, dl = m["n_opt"]["value"], m["delta"]["value"]
     if phi is None or dl is None:
-        return {"total": None, "activations": None, "why": "Phi or delta unknown"}
+        why = m["delta"]["source"] if dl is None else inputs_phi_why
+        return {"total": None, "activations": None, "activations_source": "not forecast: the memory is unknown",
+                "why": f"Phi or delta unknown ({why})"}
     parts = zero_memory(phi, dl, n_opt, t["dp"], t["zero_stage"])
     phi_s = m["Phi_device"]["value"]
     grads_s = zero_memory(phi_s, dl, n_opt, s["dp"], s["zero_stage"])["gradients"] if phi_s else 0.0
