@@ -208,7 +208,7 @@ def _step_without_optimizer(m, s, t, exposed, layers, optimizer_s) -> dict:
     T, C = T - optimizer_s, C - optimizer_s
     work = (s["tp"] * s["cp"] * s["sp"]) / (t["tp"] * t["cp"] * t["sp"])
     other_s = T - C - sum(e_s.values())  # idle, Python and launch overhead: the step less compute and exposed comm
-    if s["pp"] == 1:
+    if s["pp"] == 1 or t["pp"] == 1:  # no pipeline on one side: compute by the layers a device holds, no replay
         return out | _flat(C, other_s, t, work, e_t, layers / t["pp"] / (m["L_local"]["value"] or layers)
                            if layers else 1 / t["pp"], t["microbatches"] / s["microbatches"])
     non_pp_s = sum(v for k, v in e_s.items() if k != "pp")
@@ -228,8 +228,9 @@ def _step_without_optimizer(m, s, t, exposed, layers, optimizer_s) -> dict:
 
 
 def _flat(C, rest, t, work, e_t, held, more):
-    """From a run without a pipeline: compute x work per device x layers held x m target / measured, over
-    (1 - bubble) for a pipelined target, + the target's exposed communication + the measured rest."""
+    """From a run without a pipeline, or to a target without one: compute x work per device x layers held x m
+    target / measured, over (1 - bubble) for a pipelined target, + the target's exposed communication + the
+    measured rest."""
     bubble_t = expected_bubble(t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"]) if t["pp"] > 1 else 0.0
     if bubble_t is None:
         return {"how": f"no bubble formula for {t['pp_schedule']}"}
