@@ -123,7 +123,7 @@ METRICS = {
         "over every strategy; step_time_ns = compute_ns + exposed_comm_ns + other_ns; the optimizer (inputs."
         "optimizer_ns: compute within Optimizer.step* annotations x params per device target / measured x "
         "1/N_DP from ZeRO-1 on) is taken out of the measured step and compute and the target's added to both. "
-        "Without a measured pipeline: compute_ns = measured compute x (m, layers held, 1/N_TP, 1/(N_CP N_SP) "
+        "Without a pipeline in the run or in the target: compute_ns = measured compute x (m, layers held, 1/N_TP, 1/(N_CP N_SP) "
         "target / measured), "
         "other_ns = the measured step - compute - exposed, and a pipelined target adds compute x bubble / (1 - "
         "bubble) to exposed pp. From a measured pipeline: the target's order (the run's reconstructed bubble.order "
