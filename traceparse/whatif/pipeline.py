@@ -56,11 +56,11 @@ def orders(m: dict, s: dict, t: dict) -> tuple[dict | None, dict | None]:
     return own, (own if keeps and measured else textbook)
 
 
-def overhead(orders: dict, cost: dict, span_ns: float) -> float:
-    """The per-action overhead o >= 0 with which ``orders`` replayed with ``cost`` + o lasts ``span_ns`` (0 when the
+def overhead(order: dict, cost: dict, span_ns: float) -> float:
+    """The per-action overhead o >= 0 with which ``order`` replayed with ``cost`` + o lasts ``span_ns`` (0 when the
     compute alone lasts longer)."""
     def span(o):
-        return replay(orders, lambda k, st: cost[(k, st)] + o)[0]
+        return replay(order, lambda k, st: cost[(k, st)] + o)[0]
 
     lo, hi = 0.0, span_ns
     if span(lo) >= span_ns:
@@ -79,8 +79,8 @@ def replayed_step(m: dict, s: dict, t: dict, work: float, layers, pipeline_ns: f
     cost_t, how = action_costs(m, s, t, work, layers)
     if orders_s is None or orders_t is None or cost_s is None or cost_t is None:
         return None
-    if any((k, st) not in cost for orders, cost in ((orders_s, cost_s), (orders_t, cost_t))
-           for acts in orders.values() for k, st, _ in acts):
+    if any((k, st) not in cost for order, cost in ((orders_s, cost_s), (orders_t, cost_t))
+           for acts in order.values() for k, st, _ in acts):
         return None
     if replay(orders_s, lambda k, st: cost_s[(k, st)]) is None or replay(orders_t, lambda *_: 0) is None:
         return None
