@@ -24,7 +24,7 @@ from ..analyzers.memory import zero_memory
 from ..analyzers.model_facts import fact
 from ..errors import TraceError
 from .activations import activation_bytes, held
-from .measured import LAYOUT
+from .measured import LAYOUT, layout
 from .pipeline import orders, replayed_step
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
@@ -63,9 +63,7 @@ def _world(degrees: dict) -> int:
 def forecast(m: dict, given: dict) -> dict:
     """{target, prediction, inputs} for the layout ``given`` (parse_stated keys) from the measured facts ``m``."""
     t = target_layout(m, given)
-    s = {k: (m[k]["value"] if m[k]["value"] is not None else (0 if k == "zero_stage" else 1)) for k in STRATEGIES +
-         ("zero_stage", "microbatches", "virtual_stages")}
-    s["pp_schedule"] = m["pp_schedule"]["value"]
+    s = layout(m)
     inputs = {}
     layers_s = m["L_local"]["value"] * s["pp"] if m["L_local"]["value"] else None
     layers_t = t["layers"] or layers_s
@@ -216,7 +214,7 @@ def _step_without_optimizer(m, s, t, exposed, layers, optimizer_s) -> dict:
     acts_s = 2 * s["microbatches"] * s["virtual_stages"]
     acts_t = 2 * t["microbatches"] * t["virtual_stages"]
     other_t = other_s * acts_t / acts_s
-    r = replayed_step(m, s, t, work, layers, T - non_pp_s)
+    r = replayed_step(m, s, t, work, layers)
     if r is not None:
         step = r["pipeline_ns"] + sum(non_pp_t.values())
         terms = {"compute_ns": r["compute_ns"], "other_ns": other_t, "pp_how": PP_REMAINDER,

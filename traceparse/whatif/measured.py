@@ -7,6 +7,7 @@ window_strategy_comm).
 """
 
 from ..analyzers.model_facts import fact
+from .pipeline import calibrated_overhead
 
 LAYOUT = ("dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages")
 
@@ -58,7 +59,15 @@ def measured(con, doc: dict) -> dict:
                              "ranks: the job's world size (the traces' distributedInfo), else the ranks loaded")
     out.update(_times(con))
     out["comm_fit"] = _comm_fit(con)
+    out["action_overhead_ns"] = calibrated_overhead(out, layout(out))
     return out
+
+
+def layout(m: dict) -> dict:
+    """The measured layout's values, unknown degrees taken as 1 (the ZeRO stage as 0)."""
+    got = {k: m[k]["value"] if m[k]["value"] is not None else (0 if k == "zero_stage" else 1) for k in LAYOUT}
+    got["pp_schedule"] = m["pp_schedule"]["value"]
+    return got
 
 
 def _times(con) -> dict:

@@ -11,6 +11,7 @@ chunk holds and the work a device does in one) plus the same o: its makespan is 
 """
 
 from ..analyzers.bubble import replay, textbook_orders
+from ..analyzers.model_facts import fact
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o
 SHAPE = ("pp_schedule", "pp", "microbatches", "virtual_stages")
@@ -71,27 +72,44 @@ def overhead(order: dict, cost: dict, span_ns: float) -> float:
     return (lo + hi) / 2
 
 
-def replayed_step(m: dict, s: dict, t: dict, work: float, layers, pipeline_ns: float) -> dict | None:
-    """{pipeline_ns, compute_ns, bubble, how} of the target, or None where an order or a cost is missing.
-    ``pipeline_ns``: the measured step less its exposed non-pipeline communication and optimizer."""
-    orders_s, orders_t = orders(m, s, t)
-    cost_s, _ = action_costs(m, s, s | {"balanced": False}, 1.0, None)
+def _replayable(order, cost) -> bool:
+    return (order is not None and cost is not None and all((k, st) in cost for acts in order.values()
+                                                           for k, st, _ in acts)
+            and replay(order, lambda *_: 0) is not None)
+
+
+def calibrated_overhead(m: dict, s: dict) -> dict:
+    """fact(o): the per-action overhead with which the run's own order, replayed with its measured compute per
+    action, lasts its measured pipeline time (the step less exposed non-pipeline communication and the
+    optimizer); fact(None, why) without a pipeline, an order or the costs."""
+    if s["pp"] == 1:
+        return fact(None, "no pipeline")
+    order, _ = orders(m, s, s)
+    cost, _ = action_costs(m, s, s | {"balanced": False}, 1.0, None)
+    step = m["step_time_ns"]["value"]
+    if step is None or not _replayable(order, cost):
+        return fact(None, "no profiled step, or no order with a measured cost for every action")
+    non_pp = sum(f["value"] or 0 for k, f in m["exposed_comm_ns"].items() if k != "pp")
+    pipeline_ns = step - non_pp - (m["optimizer_ns"]["value"] or 0)
+    own = "reconstructed" if m["order"]["value"] else "textbook"
+    return fact(overhead(order, cost, pipeline_ns),
+                f"the one with which the measured {s['pp_schedule']} order ({own}), replayed with its measured "
+                f"compute per action, lasts the measured {pipeline_ns / 1e6:.3g} ms of pipeline per step (the step "
+                "less exposed non-pipeline communication and the optimizer)")
+
+
+def replayed_step(m: dict, s: dict, t: dict, work: float, layers) -> dict | None:
+    """{pipeline_ns, compute_ns, bubble, how} of the target, or None where an order or a cost is missing."""
+    o = m["action_overhead_ns"]["value"]
+    _, orders_t = orders(m, s, t)
     cost_t, how = action_costs(m, s, t, work, layers)
-    if orders_s is None or orders_t is None or cost_s is None or cost_t is None:
+    if o is None or not _replayable(orders_t, cost_t):
         return None
-    if any((k, st) not in cost for order, cost in ((orders_s, cost_s), (orders_t, cost_t))
-           for acts in order.values() for k, st, _ in acts):
-        return None
-    if replay(orders_s, lambda k, st: cost_s[(k, st)]) is None or replay(orders_t, lambda *_: 0) is None:
-        return None
-    o = overhead(orders_s, cost_s, pipeline_ns)
     span, _ = replay(orders_t, lambda k, st: cost_t[(k, st)] + o)
     pure_span, pure_busy = replay(orders_t, lambda k, st: cost_t[(k, st)])
     compute = sum(pure_busy.values()) / len(pure_busy)
-    own = "reconstructed" if m["order"]["value"] else "textbook"
     return {"pipeline_ns": span, "compute_ns": compute, "bubble": 1 - compute / pure_span,
             "how": f"the {t['pp_schedule']} order of {t['pp']} stages, m = {t['microbatches']}"
                    + (f", v = {t['virtual_stages']}" if t["virtual_stages"] > 1 else "")
-                   + f" replayed with {how} + an overhead per action of {o / 1e6:.3g} ms (the one with which the "
-                   f"measured {s['pp_schedule']} order ({own}), replayed with its measured compute per action, "
-                   f"lasts the measured {pipeline_ns / 1e6:.3g} ms of pipeline per step)"}
+                   + f" replayed with {how} + an overhead per action of {o / 1e6:.3g} ms "
+                   f"({m['action_overhead_ns']['source']})"}
