@@ -138,13 +138,12 @@ def textbook_orders(schedule, n, m, v=1) -> dict | None:
     return out
 
 
-def simulate(orders, backward=1.0, stage_cost=None):
-    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units,
-    each multiplied by ``stage_cost[stage]`` when given (stages that compute more or less than the others).
+def simulate(orders, backward=1.0):
+    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units.
     Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (``replay``)."""
     b = Fraction(backward)
     unit = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
-    got = replay(orders, lambda k, s: unit[k] * (1 if stage_cost is None else stage_cost[s]))
+    got = replay(orders, lambda kind, _: unit[kind])
     if got is None:
         return None
     span, busy = got

@@ -120,14 +120,18 @@ def _sharding(ctx, deg):
     return stage, mf.fact(1, f"assumed 1: {deg['dp']['source']}")
 
 
+# d: the memory events with a total_allocated of the devices the check reads: accelerators only when the trace has any
+DEVICES = """
+        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
+             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m),
+             d AS (SELECT m.* FROM m, acc WHERE device_type <> 0 OR NOT acc.any)"""
+
+
 def _step_growth(ctx):
     """Per rank, on the device _peaks reads: what a profiled step allocates above what was allocated when it began
     (the step's largest total_allocated less the total just before its first memory event), mean over steps."""
     return ctx.rows(
-        """
-        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
-             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m),
-             d AS (SELECT m.* FROM m, acc WHERE device_type <> 0 OR NOT acc.any),
+        DEVICES + """,
              per_step AS (
                  SELECT w.rank, w.step, d.device_type, d.device_id,
                         max(d.total_allocated) - arg_min(d.total_allocated - d.bytes, d.ts_ns) AS growth
@@ -141,10 +145,7 @@ def _step_growth(ctx):
 def _peaks(ctx):
     """Largest total_allocated per device; accelerators only when the trace has any."""
     return ctx.rows(
-        """
-        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
-             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m)
+        DEVICES + """
         SELECT rank, device_type, device_id, max(total_allocated) AS peak_bytes, count(*) AS events
-        FROM m, acc WHERE device_type <> 0 OR NOT acc.any
-        GROUP BY ALL ORDER BY peak_bytes DESC
+        FROM d GROUP BY ALL ORDER BY peak_bytes DESC
         """)

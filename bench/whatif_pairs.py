@@ -5,8 +5,9 @@
 Truth per target run: bytes per rank per step per strategy from its truth.json (the collectives the job issued,
 in the notes' metric: all-reduce 2 x size, other collectives their full size, sends their size, receives 0),
 memory per device by the ZeRO table from its truth.json configuration (params per rank, dtype_bytes, n_opt, dp,
-zero stage) plus, where the run has memory events, its measured activations (truth_activations), and its measured step time (mean window of its trace) with its terms (compute, exposed communication
-per strategy, other), of which the table names the one the forecast missed by the most time.
+zero stage) plus, where the run has memory events, its measured activations (truth_activations), and its
+measured step time (mean window of its trace) with its terms (compute, exposed communication per strategy,
+other), of which the table names the one the forecast missed by the most time.
 """
 
 import argparse

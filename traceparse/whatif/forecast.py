@@ -88,7 +88,7 @@ def forecast(m: dict, given: dict) -> dict:
         if t[strategy] > 1:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
-    memory = _memory(m, s, t, inputs["Phi_device"]["value"], layers_t, inputs["Phi_device"]["source"])
+    memory = _memory(m, s, t, inputs["Phi_device"], layers_t)
     exposed = _exposed(m, volume)
     inputs["optimizer_ns"] = _optimizer(m, s, t, split * grow)
     got = _step(m, s, t, exposed, layers_t, (m["optimizer_ns"]["value"] or 0, inputs["optimizer_ns"]["value"]))
@@ -113,12 +113,12 @@ def forecast(m: dict, given: dict) -> dict:
     }
 
 
-def _memory(m, s, t, phi, layers, inputs_phi_why=""):
+def _memory(m, s, t, phi_fact, layers):
     """The ZeRO table (docs/parallelism.md 3.1) with the target's N_DP and stage, plus the activations of the
     micro-batches the target's order holds (activations.py), on the rank that holds the most."""
-    n_opt, dl = m["n_opt"]["value"], m["delta"]["value"]
+    n_opt, dl, phi = m["n_opt"]["value"], m["delta"]["value"], phi_fact["value"]
     if phi is None or dl is None:
-        why = m["delta"]["source"] if dl is None else inputs_phi_why
+        why = m["delta"]["source"] if dl is None else phi_fact["source"]
         return {"total": None, "activations": None, "activations_source": "not forecast: the memory is unknown",
                 "why": f"Phi or delta unknown ({why})"}
     parts = zero_memory(phi, dl, n_opt, t["dp"], t["zero_stage"])
