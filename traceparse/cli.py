@@ -7,6 +7,7 @@ other writers for history.WAIT_S seconds (nothing written: try again).
 
 import errno
 import json
+import math
 import sys
 import traceback
 from contextlib import closing
@@ -23,6 +24,8 @@ def _open(paths, db, no_cache, allow_mixed, progress=None):
 
     if paths:
         engine = click.get_current_context().meta.get("traceparse.engine", {})
+        if engine.get("address") and engine.get("engine") != "ray":
+            raise click.UsageError("--address names a Ray cluster: it needs --engine ray")
         return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress, **engine)
     return closing(connect(db))
 
@@ -63,6 +66,12 @@ def _labels(_ctx, _param, items):
         return parse_labels(items)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
+
+
+def _finite(_ctx, param, value):
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number", param=param)
+    return value
 
 
 BUSY = 75  # EX_TEMPFAIL: the history stayed locked by other writers (history.WAIT_S); nothing written, try again
@@ -176,6 +185,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
     if labels and not history:
         raise click.UsageError("--label needs --record HISTORY")
+    _check_output(output, paths, db, history)
     if history:
         from .history import check
 
@@ -327,6 +337,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     from .document.hang import hang_document
     from .report.hang import render_hang
 
+    _check_output(output, paths, db)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = hang_document(con)
     out = json.dumps(doc, indent=2) if fmt == "json" else render_hang(doc)
@@ -345,7 +356,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
               "ranked by predicted step time, with the reason each excluded one was.")
 @click.option("--balanced", is_flag=True, help="With a pipeline: the stages compute equally (the heaviest stage's "
               "layers spread over the others) instead of at the pace of the slowest.")
-@click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), metavar="GIB",
+@click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), callback=_finite, metavar="GIB",
               help="With --sweep: exclude layouts whose memory per device exceeds GIB.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
               help="html: one offline page, the forecast (or the sweep's ranking) charted above the text.")
@@ -362,6 +373,9 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
 
     if bool(target or balanced) == do_sweep:
         raise click.UsageError("give either --layout TARGET (or --balanced) or --sweep")
+    if device_memory is not None and not do_sweep:
+        raise click.UsageError("--device-memory is read by --sweep only")
+    _check_output(output, paths, db)
     stated, wanted = parse_stated(given), {**parse_stated(target), "balanced": balanced}
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
@@ -477,10 +491,9 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
     from .report.compare import render_markdown, render_text
 
     thresholds, stated = load_thresholds(overrides), parse_stated(layout)
-    if output:
-        _output_target(output)  # a bad -o fails before the runs are loaded
     if len(runs) not in (2, (base_db is None) + (new_db is None)):
         raise click.UsageError("give BASE and NEW: trace paths (a file, folder or glob each) or --base-db/--new-db")
+    _check_output(output, runs, base_db, new_db)  # a bad -o fails before the runs are loaded
     rest = list(runs)
     sides = [(name, [rest.pop(0)] if len(runs) == 2 or db is None else [], db)
              for name, db in (("base", base_db), ("new", new_db))]
@@ -495,53 +508,36 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
     doc = compare_runs(*docs, thresholds)
     text = {"json": lambda: json.dumps(doc, indent=2), "markdown": lambda: render_markdown(doc),
             "text": lambda: render_text(doc)}[fmt]()
+    _emit(text, output)
     if output:
-        _write_file(output, text + "\n")
-        click.echo(f"traceparse: compare: {doc['verdict']}; report written to {output}", err=True)
-    else:
-        click.echo(text)
+        click.echo(f"traceparse: compare: {doc['verdict']}", err=True)
     if doc["verdict"] == "regressed":
         sys.exit(1)
 
 
-def _output_target(path) -> Path:
-    target = Path(path)
-    if target.is_dir():
-        raise TraceError(target, "is a directory; -o names the file to write")
-    if not target.parent.is_dir():
-        raise TraceError(target, "its folder does not exist")
-    return target
+def _check_output(output, paths=(), *stores):
+    """A ``-o`` checked before any work (``traceparse.output.check_output``): not a folder, in a folder that
+    exists, and none of the command's inputs: the traces of ``paths`` (a file found in a folder whose start
+    shows no trace is no input), the stores and the history in ``stores``."""
+    if not output:
+        return
+    from .ingest.flight_recorder import is_dump
+    from .inputs import expand_inputs, not_a_trace
+    from .output import check_output
+
+    files, in_folders = expand_inputs(paths) if paths else ([], set())
+    check_output(output, [f for f in files if f not in in_folders or is_dump(f) or not not_a_trace(f)] + list(stores))
 
 
 def _emit(text: str, output, color=None):
     """The report ``text`` to the file ``output`` (said on stderr), else to stdout."""
     if output:
-        _write_file(output, text + "\n")
+        from .output import write_output
+
+        write_output(output, text + "\n")
         click.echo(f"traceparse: report written to {output}", err=True)
     else:
         click.echo(text, color=color)
-
-
-def _write_file(path, text: str):
-    """Write ``text`` to ``path`` whole: into a temporary file beside it, then moved into place."""
-    import os
-    import tempfile
-
-    target = _output_target(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    except OSError as e:
-        raise TraceError(target, f"cannot write there ({e.strerror})") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as an ordinary new file, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _echo_examples(rule):
@@ -566,10 +562,13 @@ def dashboard(history, output, by, thresholds):
     from .history import read
     from .report.dashboard import render_dashboard
 
+    from .output import write_output
+
     limits = load_thresholds(list(thresholds))
+    _check_output(output, (), history)
     hist = _history(read, history)
     page, regressions = render_dashboard(hist, Path(output), by, limits)
-    _write_file(output, page)
+    write_output(output, page)
     click.echo(f"{output}: {len(hist.runs)} runs, {regressions} regressed metric(s)")
 
 

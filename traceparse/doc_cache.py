@@ -33,8 +33,8 @@ def _digest(con, store: Path, kind: str, options: dict) -> str:
 
 def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     """The document ``build()`` returns for this store, command (``kind``) and ``options``, read back when kept.
-    The temporary file (``.<kind>.<store>.<pid>.tmp``) of a killed process is removed with the cache's other
-    leftovers (``traceparse.load.STALE``)."""
+    The temporary file (``traceparse.load.temp_beside``) of a killed process is removed with the cache's other
+    leftovers."""
     store = store_file(con) if keep else None
     if store is None:
         return build()
@@ -44,7 +44,9 @@ def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     except (OSError, ValueError):
         pass
     doc = build()
-    tmp = store.with_name(f".{kind}.{store.name}.{os.getpid()}.tmp")
+    from .load import temp_beside
+
+    tmp = temp_beside(path)
     try:
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)

@@ -6,6 +6,7 @@ into place only when complete, so a failed load leaves nothing half-written.
 
 import atexit
 import hashlib
+import itertools
 import multiprocessing
 import os
 import re
@@ -99,7 +100,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
         raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = temp_beside(target)
     done = False
     try:
         parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
@@ -241,6 +242,22 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _forget_parents_forkserver():
+    """In a child forked from a process that had started the forkserver: start one of its own when it loads.
+    The child inherits the parent's forkserver pid, which is not its child, and its first pool failed with
+    ChildProcessError (traceparse.analyze() called in ProcessPoolExecutor workers)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)  # the parent's server ends with the parent, not with this child
+        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+
+
+os.register_at_fork(after_in_child=_forget_parents_forkserver)
+
+
 def _progress_report(files, progress):
     """``report(i)``: file ``i`` is parsed; calls ``progress`` with the counts so far (a first call, with
     nothing done, is made here). Without ``progress``, it does nothing."""
@@ -322,21 +339,34 @@ def _alive(pid: int) -> bool:
     return state != b"Z"
 
 
-STALE = re.compile(r"^(?:\.[^/]*\.duckdb\.(\d+)\.tmp(?:\.wal|\.tmp)?|traceparse-(?:stage-)?(\d+)-[^/]*)$")
+_TEMP_IDS = itertools.count()
+
+
+def temp_beside(path: Path) -> Path:
+    """A name beside ``path`` for a file written then renamed over it, used by no other process or thread:
+    ``.<name>.<pid>-<n>.tmp``. What a killed process left under such a name in the cache is removed by
+    ``remove_stale_leftovers``."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMP_IDS)}.tmp")
+
+
+# in the cache: temp_beside's names (with DuckDB's journal .wal and spill folder .tmp of a store being built);
+# in the cache and the temporary folder: staging and temporary folders (traceparse-[stage-]<pid>-*)
+STALE_IN_CACHE = re.compile(r"^\.[^/]*\.(\d+)(?:-\d+)?\.tmp(?:\.wal|\.tmp)?$")
+STALE = re.compile(r"^traceparse-(?:stage-)?(\d+)-[^/]*$")
 
 
 def remove_stale_leftovers():
-    """Remove what loads killed before they could clean up left behind: half-written stores in the cache
-    (.<key>.duckdb.<pid>.tmp, its journal .wal and DuckDB's spill folder .tmp) and staging or temporary
+    """Remove what loads killed before they could clean up left behind: half-written files in the cache
+    (``temp_beside``: stores, their journal and spill folder, kept documents) and staging or temporary
     folders (traceparse-[stage-]<pid>-*), of processes that no longer exist."""
-    for folder in (cache_dir(), Path(tempfile.gettempdir())):
+    for folder, patterns in ((cache_dir(), (STALE_IN_CACHE, STALE)), (Path(tempfile.gettempdir()), (STALE,))):
         try:
             entries = list(folder.iterdir())
         except OSError:
             continue
         for p in entries:
-            m = STALE.match(p.name)
-            pid = m and int(m[1] or m[2])
+            m = next(filter(None, (pattern.match(p.name) for pattern in patterns)), None)
+            pid = m and int(m[1])
             if pid and pid != os.getpid() and not _alive(pid):
                 if p.is_dir():
                     shutil.rmtree(p, ignore_errors=True)
@@ -381,7 +411,12 @@ def _parse_one(job):
     path, out, sniff = job
     try:
         if is_dump(path):
-            return {"kind": "flight_recorder", **read_dump(path)}
+            try:
+                return {"kind": "flight_recorder", **read_dump(path)}
+            except TraceError as e:
+                if not sniff:
+                    raise
+                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray file in a folder
         if sniff and (why := not_a_trace(path)):
             return {"kind": "skipped", "file": path, "why": why}
         return parse_rank_file(path, out)

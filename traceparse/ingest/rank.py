@@ -68,7 +68,10 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         why = "no distributedInfo.rank" if "rank" not in info else \
             f"distributedInfo.rank {_show(info['rank'])} is not a rank of the job" + (f" (world size {world_size})" if world_size else "")
         rank, rank_source = rank_from_name(path), "file name"
-        if rank is not None:
+        if rank is not None and _int_in(rank, 0, world_size or INT32) is None:
+            issues.append(("warning", f"{why}; the file name's rank {_show(rank)} is not a rank of the job either", 1))
+            rank = None
+        elif rank is not None:
             issues.append(("warning", f"{why}; rank {rank} taken from the file name", 1))
         elif "rank" in info:
             issues.append(("warning", f"{why}; ignored", 1))
@@ -160,4 +163,5 @@ def _process_group(pg: dict, world_size, issues) -> dict:
     if (pg.get("pg_size") is not None and size is None) or (members is not None and ranks is None):
         issues.append(("warning", f"process group {str(pg.get('pg_name'))[:40]!r}: size or member ranks are not "
                        "valid ranks; ignored", 1))
-    return {**pg, "pg_size": size, "ranks": ranks}
+    return {**pg, "pg_name": _text(pg.get("pg_name")), "pg_desc": _text(pg.get("pg_desc")), "pg_size": size,
+            "ranks": ranks}

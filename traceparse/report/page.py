@@ -66,7 +66,7 @@ def vega_bundle() -> str:
 
     import altair as alt
 
-    from ..load import cache_dir
+    from ..load import cache_dir, temp_beside
 
     version = "v" + ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     saved = cache_dir() / f"vega-bundle-{installed('vl-convert-python')}-{version}.js"
@@ -79,7 +79,7 @@ def vega_bundle() -> str:
     js = vlc.javascript_bundle(vl_version=version).replace("</script", "<\\/script")
     try:
         saved.parent.mkdir(parents=True, exist_ok=True)
-        tmp = saved.with_name(f".{saved.name}.{os.getpid()}.tmp")
+        tmp = temp_beside(saved)
         tmp.write_text(js, encoding="utf-8")
         os.replace(tmp, saved)
     except OSError:
