@@ -1,20 +1,24 @@
-"""--engine ray on a real local Ray cluster (started on 127.0.0.1 for this module and stopped after it): the
-same analyze document as the local pool, also when a worker is killed mid-parse (Ray runs the task again), and
-bad input is bad input as before."""
+"""--engine ray on a real Ray cluster of this machine (started for this module on 127.0.0.1, as a user starts
+one, and ended after it): the same analyze document as the local pool, also when a worker is killed mid-parse
+(Ray runs the task again), and bad input is bad input as before. Its failure modes: tests/test_ray_hardening.py."""
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'traceparse[ray]')")
+import psutil  # noqa: E402 -- a dependency of Ray
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "fixtures" / "runs"
@@ -23,6 +27,8 @@ RAY = Path(sys.executable).with_name("ray")
 sys.path.insert(0, str(REPO / "bench"))
 import replicate  # noqa: E402 -- bench/ is no package
 
+HOME = {}  # the cluster's home (below), which the drivers share
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -30,23 +36,53 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def end_processes(marker: str) -> None:
+    """End the processes whose command line names ``marker`` (a folder of their own) and their children: unlike
+    ``ray stop``, no other Ray of this machine."""
+    procs = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or ())]
+    for p in list(procs):
+        with suppress(psutil.Error):
+            procs += p.children(recursive=True)
+    for p in procs:
+        with suppress(psutil.Error):
+            p.kill()  # as ray stop --force
+    psutil.wait_procs(procs, timeout=10)
+
+
 @pytest.fixture(scope="module")
 def cluster():
+    """``ray start --head --node-ip-address 127.0.0.1`` with a home of its own holding ~/.ray/auth_token, as any
+    earlier Ray run here leaves one: Ray then turns token authentication on, and a driver given the address must
+    bring the token (the home is the drivers' too). Ray writes under a short folder of its own (its socket paths
+    must fit in 107 bytes), which names its processes: they alone are ended after the module."""
+    root = Path(tempfile.mkdtemp(prefix="tpc", dir="/tmp"))
+    token = root / "home" / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True)
+    token.write_text(secrets.token_hex(32))
+    HOME["HOME"] = str(root / "home")
     port = _free_port()
     start = [str(RAY), "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
-             "--object-store-memory", str(100 << 20), "--include-dashboard", "false", "--disable-usage-stats"]
-    subprocess.run(start, check=True, capture_output=True, timeout=180)
+             "--object-store-memory", str(100 << 20), "--include-dashboard", "false", "--disable-usage-stats",
+             "--temp-dir", str(root / "ray")]
     try:
+        subprocess.run(start, check=True, capture_output=True, timeout=180, env=environ())
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+        end_processes(str(root))
+        shutil.rmtree(root, ignore_errors=True)
+        HOME.clear()
 
 
-def analyze(paths, *engine):
+def environ(**more) -> dict:
+    """This process's environment without Ray's settings (RAY_ADDRESS, RAY_AUTH_MODE...), in the cluster's home."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, **HOME, **more}
+
+
+def analyze(paths, *engine, **env):
     """(exit code, the document or the error line) of ``traceparse analyze --no-cache --format json -q`` run in a
     process of its own: a Ray driver whose cluster goes away may end its process, which must not be the tests'."""
     r = subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json", "-q",
-                        *engine, *map(str, paths)], capture_output=True, text=True, timeout=900)
+                        *engine, *map(str, paths)], capture_output=True, text=True, timeout=900, env=environ(**env))
     if r.returncode:
         return r.returncode, "\n".join(line for line in r.stderr.splitlines() if line.startswith("traceparse: "))
     return r.returncode, r.stdout
@@ -72,7 +108,7 @@ def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
     shutil.copy(BIG, tmp_path / "rank0.json.gz")
     code, local = analyze([tmp_path])
     assert code == 0
-    env = {**os.environ, "TRACEPARSE_CACHE": str(tmp_path / "cache")}
+    env = environ(TRACEPARSE_CACHE=str(tmp_path / "cache"))
     job = subprocess.Popen([sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json", "-q",
                             "--engine", "ray", "--address", cluster, str(tmp_path / "rank0.json.gz")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -104,3 +140,13 @@ def test_no_cluster_at_the_address_is_one_line(tmp_path):
     shutil.copy(RUNS / "ddp2" / "rank0.json.gz", tmp_path / "rank0.json.gz")
     code, out = analyze([tmp_path], "--engine", "ray", "--address", f"127.0.0.1:{_free_port()}")
     assert code == 2 and len(out.strip().splitlines()) == 1 and "no Ray cluster" in out, out
+
+
+def test_tasks_not_done_in_time_are_one_line(cluster):
+    """Waiting on the tasks is bounded (TRACEPARSE_RAY_TIMEOUT seconds in all): 0 s leaves them undone."""
+    code, out = analyze([RUNS / "ddp2"], "--engine", "ray", "--address", cluster, TRACEPARSE_RAY_TIMEOUT="0")
+    n = len(list((RUNS / "ddp2").iterdir()))
+    assert code == 2 and out == f"traceparse: error: {cluster}: {n} of {n} Ray tasks not done after 0 s " \
+        "(TRACEPARSE_RAY_TIMEOUT): are the cluster's nodes up, with CPUs free?", out
+    code, out = analyze([RUNS / "ddp2"], "--engine", "ray", "--address", cluster, TRACEPARSE_RAY_TIMEOUT="soon")
+    assert code == 2 and out == "traceparse: error: TRACEPARSE_RAY_TIMEOUT: not a number of seconds: 'soon'", out

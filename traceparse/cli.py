@@ -376,14 +376,14 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
     if device_memory is not None and not do_sweep:
         raise click.UsageError("--device-memory is read by --sweep only")
     _check_output(output, paths, db)
-    stated, wanted = parse_stated(given), {**parse_stated(target), "balanced": balanced}
+    stated, wanted = parse_stated(given, "--given"), {**parse_stated(target), "balanced": balanced}
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
+        known = given_values(con, stated)[0]
         if do_sweep:
-            known = given_values(con, stated)[0]
             out = sweep_document(con, doc, known, device_memory * 2**30 if device_memory else None)
         else:
-            out = whatif_document(con, doc, wanted)
+            out = whatif_document(con, doc, wanted, known)
     if fmt == "json":
         text = json.dumps(out, indent=2, default=str)
     elif fmt == "html":
@@ -511,7 +511,7 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
     _emit(text, output)
     if output:
         click.echo(f"traceparse: compare: {doc['verdict']}", err=True)
-    if doc["verdict"] == "regressed":
+    if doc["verdict"] != "ok":  # regressed, or incomplete (a run lacks ranks)
         sys.exit(1)
 
 

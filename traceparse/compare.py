@@ -8,6 +8,10 @@ applies ``--threshold KEY=VALUE`` overrides. Rendering is in ``traceparse.report
 A metric regresses when it moves in its worse direction (Metric.better) by more than its threshold
 (``traceparse explain regression``). When the runs differ in micro-batches per step, the per-step
 groups (step time, exposed communication, bytes) are compared per micro-batch.
+
+Two runs compare only when both are whole: a run missing ranks, against the world size its traces declare
+(or NEW against BASE's ranks when NEW declares none), makes the verdict ``incomplete`` (exit 1), with the
+reasons in ``incomplete``: its metrics would cover the loaded ranks only.
 """
 
 import math
@@ -17,7 +21,7 @@ from importlib.resources import files
 
 from .errors import TraceError
 from .tagging.layout import KEYS as LAYOUT_KEYS
-from .run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, per_step_id, run_metrics
+from .run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, metric_ids, per_step_id, run_metrics
 
 VERSION = 1
 THRESHOLDS_FILE = "compare_thresholds.toml"
@@ -53,13 +57,20 @@ class Thresholds:
         return None
 
 
+def gated_keys() -> tuple[list[str], list[str]]:
+    """The metric groups and the per-step ids a threshold may be given for: not layout, not the straggler rank."""
+    groups = [g for g in GROUPS if g != "layout"]
+    return groups, [i for i in metric_ids() if i.split(".", 1)[0] in groups and i != STRAGGLER and i not in groups]
+
+
 def parse_limit(key: str, value, where: str) -> Limit:
     """A threshold ``value`` ("5%", "0.03", or a TOML number) for ``key``; bad ones raise TraceError(where)."""
-    group = key.split(".", 1)[0]
-    if group not in GROUPS or group == "layout" or per_step_id(key) == STRAGGLER:
-        gated = ", ".join(g for g in GROUPS if g != "layout")
-        raise TraceError(where, f"{key}={value}: no gated metric group or id {key!r} (groups: {gated}; an id is "
-                         "group.name, e.g. step_time.p95; layout and the straggler rank have no threshold)")
+    groups, ids = gated_keys()
+    per_mb = key.endswith(PER_MICROBATCH) and key.split(".", 1)[0] in PER_STEP_GROUPS
+    if key not in groups and (per_step_id(key) if per_mb else key) not in ids:
+        raise TraceError(where, f"{key}={value}: no gated metric group or id {key!r} (groups: {', '.join(groups)}; "
+                         f"ids: {', '.join(ids)}; a step_time, exposed_comm or bytes id also as <id>{PER_MICROBATCH}; "
+                         "layout and the straggler rank have no threshold)")
     text = str(value).strip()
     relative = text.endswith("%")
     try:
@@ -89,14 +100,36 @@ def load_thresholds(overrides=()) -> Thresholds:
 
 
 def compare_runs(base_doc: dict, new_doc: dict, thresholds: Thresholds) -> dict:
-    """compare_metrics of two analyze documents, with the runs named (files, world size, steps)."""
+    """compare_metrics of two analyze documents, with the runs named (files, world size, ranks, steps) and
+    the reasons the comparison is ``incomplete`` (``missing_ranks``), which then is its verdict."""
     doc = compare_metrics(run_metrics(base_doc), run_metrics(new_doc), thresholds)
-    return {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc}
+    verdict, incomplete = doc.pop("verdict"), missing_ranks(base_doc["run"], new_doc["run"])
+    return {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc,
+            "incomplete": incomplete, "verdict": "incomplete" if incomplete else verdict}
 
 
 def _run(doc: dict) -> dict:
     run = doc["run"]
-    return {"files": run["files"], "world_size": run["world_size"], "steps": run["steps"]}
+    return {"files": run["files"], "world_size": run["world_size"], "ranks": run.get("ranks"), "steps": run["steps"]}
+
+
+def missing_ranks(base: dict, new: dict) -> list[str]:
+    """A line for each run (an analyze document's ``run``) missing ranks: against the world size its traces
+    declare; NEW, when it declares none, against BASE's ranks. A run that names no ranks is not judged."""
+    out = []
+    for name, run in (("base", base), ("new", new)):
+        if run.get("ranks") is None:
+            continue
+        have, size = set(run["ranks"]), run["world_size"]
+        if size:
+            want, source = set(range(size)), f"world size {size}, as its traces declare"
+        else:
+            want, source = (set(base.get("ranks") or ()), "the base run's ranks") if name == "new" else (set(), "")
+        missing = sorted(want - have)
+        if missing:
+            out.append(f"the {name} run lacks rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
+                       f"({len(want & have)} of {len(want)} loaded; {source}): its metrics cover the loaded ranks only")
+    return out
 
 
 def compare_metrics(base: dict[str, Metric], new: dict[str, Metric], thresholds: Thresholds) -> dict:

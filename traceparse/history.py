@@ -19,13 +19,18 @@ Concurrency: traceparse's writers take turns on a lock file beside the history (
 exclusive; readers share it), then on DuckDB's own file lock, each with a bounded retry (``WAIT_S``
 seconds in all, jittered exponential backoff), and write a run in one transaction: concurrent writers
 queue, and one that waits longer than ``WAIT_S`` gets ``HistoryBusy`` (the CLI exits 75, EX_TEMPFAIL:
-try again) and writes nothing. A new history is built in a temporary file and linked into place
-complete, so a writer killed at any moment leaves either no file or a history holding exactly the runs
-whose transaction committed.
+try again) and writes nothing. A new history is built in a temporary file (``.HISTORY.<pid>.<n>.new``) and
+linked into place complete, so a writer killed at any moment leaves either no file or a history holding
+exactly the runs whose transaction committed; the temporary files of writers that are gone are removed by
+the next writer (``check``, ``record``).
+
+A file that is not a history, or a damaged one (a DuckDB checksum error, a truncated file, a header
+overwritten, a table missing), is refused with ``NotAHistory`` and left as it is, nothing created beside it.
 """
 
 import fcntl
 import json
+import math
 import os
 import random
 import re
@@ -36,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import __version__
-from .errors import TraceError
+from .errors import TraceError, shown
 from .run_metrics import Metric, run_metrics
 
 FORMAT = "traceparse history"
@@ -67,12 +72,26 @@ CREATE TABLE metrics (
 );
 """
 
+RUN_COLUMNS = ("run_id", "recorded_at", "labels", "label_key", "files", "version", "report")
+METRIC_COLUMNS = ("run_id", "id", "group", "value", "text_value", "unit", "better")
+COLUMNS = {"runs": RUN_COLUMNS, "metrics": METRIC_COLUMNS}  # what read() and record() use of each table
+
 LABEL_KEY = re.compile(r"[A-Za-z0-9_.\-]+")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class HistoryBusy(TraceError):
     """Another process held the history longer than ``WAIT_S``: nothing was written; try again."""
+
+
+class NotAHistory(TraceError):
+    """A file that is not a history, or a damaged one: left as it is, nothing created beside it."""
+
+
+NOT_A_HISTORY = "exists and is not a traceparse history; left untouched"
+DAMAGED = ("is a damaged traceparse history ({}); left untouched: restore it from a copy, or record into a new "
+           "history")
+IS_A_FOLDER = "is a folder, not a history file (traceparse analyze --record HISTORY writes one)"
 
 
 @dataclass
@@ -84,15 +103,21 @@ class History:
         """Each run's metrics as ``run_metrics`` gave them, by run id (what ``compare_metrics`` takes)."""
         out = {r["run_id"]: {} for r in self.runs}
         for m in self.metrics:
-            out[m["run_id"]][m["id"]] = Metric(m["id"], m["group"], m["value"], m["unit"], m["better"])
+            if m["value"] is not None:  # as run_metrics: a metric without a value is left out
+                out[m["run_id"]][m["id"]] = Metric(m["id"], m["group"], m["value"], m["unit"], m["better"])
         return out
 
 
 def parse_labels(items) -> dict[str, str]:
     """``["commit=abc", "job=llama"]`` -> ``{"commit": "abc", "job": "llama"}``; raises ValueError naming
-    the first item that is not key=value (key: letters, digits, ``_.-``; value: non-empty, one line)."""
+    the first item that is not key=value (key: letters, digits, ``_.-``; value: non-empty, one line of valid
+    UTF-8: a command-line argument can hold undecodable bytes, as surrogate escapes)."""
     labels = {}
     for item in items:
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"'{shown(item)}' is not valid UTF-8 (a label is stored as text)") from None
         key, eq, value = item.partition("=")
         if not eq or not LABEL_KEY.fullmatch(key) or not value or CONTROL.search(value):
             raise ValueError(f"{item!r} is not key=value (key: letters, digits, '_', '.', '-'; value: one "
@@ -143,6 +168,7 @@ def record(path, doc: dict, labels: dict, report=None, wait_s: float | None = No
     if parse_labels(f"{k}={v}" for k, v in labels.items()) != labels:
         raise ValueError(f"labels {labels!r} are not key=value pairs")
     path = Path(path)
+    _remove_leftovers(path)
     if not path.exists():
         _create(path)
     rows = [_metric_row(m) for m in run_metrics(doc).values()]
@@ -162,30 +188,59 @@ def record(path, doc: dict, labels: dict, report=None, wait_s: float | None = No
 
 
 def check(path, wait_s: float | None = None):
-    """Raise TraceError unless ``path`` is a history, or names no file in an existing folder (a new one)."""
+    """Raise TraceError unless ``record`` can write to ``path``: a history this process can write, in a folder
+    it can write in (the lock file, DuckDB's journal), or no file in a folder where it can create one. First
+    removes what writers killed while creating a history left beside it. Writes nothing."""
     path = Path(path)
-    if not path.exists():
-        if not path.parent.is_dir():
-            raise TraceError(path, "cannot create the history: no such folder")
-        return
-    with _connect(path, write=False, wait_s=wait_s):
-        pass
+    if path.is_dir():
+        raise TraceError(path, IS_A_FOLDER)
+    if not path.parent.is_dir():
+        raise TraceError(path, "cannot create the history: no such folder")
+    _remove_leftovers(path)
+    if path.exists():
+        _header(path)
+    _writable(path)
+    if path.exists():
+        with _connect(path, write=False, wait_s=wait_s) as con:
+            for table in COLUMNS:  # every value read: a damaged block raises here, before the analysis
+                con.execute(f"SELECT count(*), max(hash(t)) FROM {table} t").fetchall()
+
+
+def _writable(path: Path):
+    """Raise TraceError unless this process can open the history (and its lock file) at ``path`` for writing,
+    when they exist, and create a file beside them. Tried, not read from the mode bits (os.access): root
+    passes those, yet a read-only mount, or a folder such as /proc, still refuses."""
+    exists = path.exists()
+    for p, what in ((path, "the history"), (lock_path(path), "the history's lock file")):
+        if p.exists():
+            try:
+                os.close(os.open(p, os.O_RDWR))
+            except OSError as e:
+                raise TraceError(p, f"cannot write to {what}: {e.strerror or e}") from None
+    probe = _temp_path(path)
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        probe.unlink()
+    except OSError as e:
+        why = "its lock file and journal go beside it" if exists else "it is built beside it"
+        raise TraceError(path, f"cannot {'write to' if exists else 'create'} the history: its folder refuses "
+                         f"new files ({e.strerror or e}; {why})") from None
 
 
 def read(path, wait_s: float | None = None) -> History:
     """Every run and metric of the history at ``path``, runs in recording order."""
     path = Path(path)
+    if path.is_dir():
+        raise TraceError(path, IS_A_FOLDER)
     if not path.is_file():
         raise TraceError(path, "no such history (traceparse analyze --record writes one)")
     with _connect(path, write=False, wait_s=wait_s) as con:
-        cols = ["run_id", "recorded_at", "labels", "label_key", "files", "version", "report"]
-        runs = [dict(zip(cols, r, strict=True))
-                for r in con.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY recorded_at, run_id").fetchall()]
-        mcols = ["run_id", "id", "group", "value", "text_value", "unit", "better"]
+        runs = [dict(zip(RUN_COLUMNS, r, strict=True)) for r in
+                con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY recorded_at, run_id").fetchall()]
         metrics = []
         for r in con.execute('SELECT run_id, id, "group", value, text_value, unit, better FROM metrics '
                              "ORDER BY run_id, id").fetchall():
-            m = dict(zip(mcols, r, strict=True))
+            m = dict(zip(METRIC_COLUMNS, r, strict=True))
             text_value = m.pop("text_value")
             m["value"] = text_value if text_value is not None else _number(m["value"], m["unit"])
             metrics.append(m)
@@ -193,12 +248,17 @@ def read(path, wait_s: float | None = None) -> History:
 
 
 def _metric_row(m: Metric) -> tuple:
+    """A metric as stored; a number that is not finite (NaN, infinity) as no value."""
     text = m.value if isinstance(m.value, str) else None
-    return m.id, m.group, None if text is not None else float(m.value), text, m.unit, m.better
+    number = None if text is not None or not math.isfinite(m.value) else float(m.value)
+    return m.id, m.group, number, text, m.unit, m.better
 
 
 def _number(value, unit):
-    """A count (a layout degree, a rank) back as an int; other numbers as stored."""
+    """A count (a layout degree, a rank) back as an int; other numbers as stored, one that is not finite (a
+    NaN written by another program) as no value."""
+    if value is not None and not math.isfinite(value):
+        return None
     if value is not None and unit in ("", "rank") and float(value).is_integer():
         return int(value)
     return value
@@ -211,7 +271,7 @@ def _create(path: Path):
 
     if not path.parent.is_dir():
         raise TraceError(path, "cannot create the history: no such folder")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{random.randrange(1 << 30)}.new")
+    tmp = _temp_path(path)
     try:
         con = duckdb.connect(str(tmp))
         try:
@@ -231,7 +291,28 @@ def _create(path: Path):
             p.unlink(missing_ok=True)
 
 
-NOT_A_HISTORY = "exists and is not a traceparse history; left untouched"
+def _temp_path(path: Path) -> Path:
+    """A temporary file beside ``path``, named with this process's id (``_remove_leftovers``)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{random.randrange(1 << 30)}.new")
+
+
+def _remove_leftovers(path: Path):
+    """Remove the temporary files (``_temp_path``, with DuckDB's journal) that processes no longer running
+    left beside ``path``: a writer killed while creating the history."""
+    from .load import _alive
+
+    leftover = re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.\d+\.new(?:\.wal)?")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        m = leftover.fullmatch(name)
+        if m and int(m[1]) != os.getpid() and not _alive(int(m[1])):
+            try:
+                (path.parent / name).unlink(missing_ok=True)
+            except OSError:
+                pass  # not ours to remove: check() says why the folder cannot be written
 
 
 def lock_path(path: Path) -> Path:
@@ -249,10 +330,8 @@ def _connect(path: Path, write: bool, wait_s: float | None):
     process whose open waited out another writer's checkpoint could work on the header from before it."""
     import duckdb
 
-    if _magic(path) != b"DUCK":
-        raise TraceError(path, NOT_A_HISTORY)  # a history is never seen half-made (_create): nothing to wait for
+    _header(path)  # a history is never seen half-made (_create): nothing to wait for
     lock, patience = lock_path(path), _Patience(path, WAIT_S if wait_s is None else wait_s)
-    new_lock = not lock.exists()
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
@@ -270,32 +349,58 @@ def _connect(path: Path, write: bool, wait_s: float | None):
             try:
                 con = duckdb.connect(str(path), read_only=not write)
                 break
-            except duckdb.IOException as e:
+            except duckdb.Error as e:
+                if _damage(e):
+                    raise NotAHistory(path, DAMAGED.format(_first_line(e))) from None
                 if "Could not set lock" not in str(e):
-                    raise TraceError(path, f"cannot open the history: {str(e).splitlines()[0]}") from None
+                    raise TraceError(path, f"cannot open the history: {_first_line(e)}") from None
                 patience.pause()
         try:
             con.execute("SET enable_progress_bar = false")  # DuckDB's bar would land in analyze's output
-            try:
-                _check(con, path)
-            except TraceError:
-                if new_lock:
-                    lock.unlink(missing_ok=True)  # no litter beside a file that is not a history
-                raise
+            _check(con, path)
             yield con
+        except duckdb.Error as e:  # a damaged block found by a query: of the check, or of the caller
+            if not _damage(e):
+                raise
+            raise NotAHistory(path, DAMAGED.format(_first_line(e))) from None
         finally:
             con.close()
+    except NotAHistory:
+        lock.unlink(missing_ok=True)  # no litter beside a file that is not a history (nobody can use it)
+        raise
     finally:
         if fd is not None:
             os.close(fd)  # after DuckDB let go of the file
 
 
-def _magic(path: Path) -> bytes:
+DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # a DuckDB file: three 4 KiB headers, then 256 KiB blocks
+
+
+def _header(path: Path):
+    """Raise NotAHistory unless ``path`` starts as a DuckDB file does; one of a DuckDB file's size whose
+    header is gone (zeroed, overwritten) is a damaged history rather than some other file."""
     try:
         with open(path, "rb") as f:
-            return f.read(12)[8:]
+            head, size = f.read(4096), os.fstat(f.fileno()).st_size
+    except IsADirectoryError:
+        raise TraceError(path, IS_A_FOLDER) from None
     except OSError as e:
         raise TraceError(path, f"cannot open the history: {e.strerror or e}") from None
+    if head[8:12] == b"DUCK":
+        return
+    if size >= DUCKDB_HEADERS and ((size - DUCKDB_HEADERS) % DUCKDB_BLOCK == 0 or not any(head)):
+        raise NotAHistory(path, DAMAGED.format("its DuckDB header is gone"))
+    raise NotAHistory(path, NOT_A_HISTORY)
+
+
+def _damage(e: Exception) -> bool:
+    """A DuckDB error that says the file is damaged: a block's checksum, or a file shorter than it says."""
+    msg = str(e)
+    return "Corrupt database file" in msg or "Could not read enough bytes" in msg
+
+
+def _first_line(e: Exception) -> str:
+    return next(iter(str(e).splitlines()), type(e).__name__)
 
 
 class _Patience:
@@ -315,13 +420,24 @@ class _Patience:
 
 
 def _check(con, path):
-    """Refuse a DuckDB file that is not a history of this schema (before anything is written)."""
+    """Refuse a DuckDB file that is not a history of this schema, or one missing a table or column that
+    ``read`` and ``record`` use (before anything is written). A damaged block raises duckdb.Error."""
+    import duckdb
+
     try:
         meta = dict(con.execute("SELECT key, value FROM history_meta").fetchall())
-    except Exception:
+    except (duckdb.CatalogException, duckdb.BinderException):
         meta = {}
     if meta.get("format") != FORMAT:
-        raise TraceError(path, NOT_A_HISTORY)
+        raise NotAHistory(path, NOT_A_HISTORY)
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise TraceError(path, f"history schema {meta.get('schema_version')} is not {SCHEMA_VERSION}, the one this "
                          f"traceparse ({__version__}) writes; record into a new history")
+    have = {}
+    for table, column in con.execute("SELECT table_name, column_name FROM duckdb_columns() "
+                                     "WHERE database_name = current_database() AND schema_name = 'main'").fetchall():
+        have.setdefault(table, set()).add(column)
+    missing = [f"table {t}" if t not in have else f"column {t}.{c}" for t, cols in COLUMNS.items()
+               for c in cols if t not in have or c not in have[t]]
+    if missing:
+        raise NotAHistory(path, DAMAGED.format(", ".join(dict.fromkeys(missing)) + " missing"))

@@ -358,8 +358,10 @@ STALE = re.compile(r"^traceparse-(?:stage-)?(\d+)-[^/]*$")
 def remove_stale_leftovers():
     """Remove what loads killed before they could clean up left behind: half-written files in the cache
     (``temp_beside``: stores, their journal and spill folder, kept documents) and staging or temporary
-    folders (traceparse-[stage-]<pid>-*), of processes that no longer exist."""
-    for folder, patterns in ((cache_dir(), (STALE_IN_CACHE, STALE)), (Path(tempfile.gettempdir()), (STALE,))):
+    folders (traceparse-[stage-]<pid>-*), of processes that no longer exist. /tmp is looked in as well: the
+    local Ray instance's folder goes there when the temporary folder's path is too long (ray_engine)."""
+    temps = dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp")])
+    for folder, patterns in [(cache_dir(), (STALE_IN_CACHE, STALE)), *((t, (STALE,)) for t in temps)]:
         try:
             entries = list(folder.iterdir())
         except OSError:

@@ -17,10 +17,12 @@ Groups and ids:
 from dataclasses import asdict, dataclass
 
 from .tagging.layout import KEYS as LAYOUT_KEYS
+from .tagging.rules import STRATEGIES
 
 GROUPS = ("layout", "step_time", "exposed_comm", "bubble", "overlap", "imbalance", "bytes")
 PER_STEP_GROUPS = ("step_time", "exposed_comm", "bytes")  # per step; also per micro-batch (PER_MICROBATCH)
 PER_MICROBATCH = "_per_microbatch"
+TAGGED = tuple(k for k in LAYOUT_KEYS if k in STRATEGIES)  # the strategies a rule tags, in layout order
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,15 @@ def run_metrics(doc: dict) -> dict[str, Metric]:
            *_bytes(doc)]
     out += list(_per_microbatch(out))
     return {m.id: m for m in out if m.value is not None}
+
+
+def metric_ids() -> list[str]:
+    """Every id run_metrics can give, in group order, without the per-micro-batch ids (any per-step id +
+    PER_MICROBATCH): the overlap check's strategies include the untagged rest, comm_volume's do not."""
+    overlap = (*TAGGED, "untagged")
+    return [*(f"layout.{k}" for k in LAYOUT_KEYS), "step_time.mean", "step_time.p95",
+            *(f"exposed_comm.{s}" for s in overlap), "bubble", *(f"overlap.{s}" for s in overlap),
+            "imbalance.max_over_mean", "imbalance.straggler", *(f"bytes.{s}" for s in TAGGED)]
 
 
 def per_step_id(metric_id: str) -> str:

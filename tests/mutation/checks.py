@@ -8,13 +8,17 @@ Outcomes, most severe first (a case gets the first that applies; ``flags`` lists
 - ``traceback``: a Python traceback or exception name on stderr, or exit 3 (internal error);
 - ``wrong refusal``: exit 2 where the input must load, or a refusal that is not one line naming the file;
 - ``not refused``: exit 0/1 where the input must be refused;
+- ``silent pass``: exit 0 where the command must fail with 1 (compare of runs with different ranks),
+  or exit 1 without saying why;
 - ``silent loss``: exit 0/1 but events lost beyond what the damage touched, lost without a new load
   issue, damage not reported though it must be, or the wrong rank;
 - ``miscount``: more events than the file holds;
-- ``bad output``: exit 0/1 without a JSON document on stdout;
+- ``bad output``: exit 0/1 without a JSON document on stdout, or a report (``-o``) or document (the API)
+  other than it must be;
 - ``leftover``: a process of the case still alive after it exited, a file in $TMPDIR, or a
   temporary file (``*.tmp``, ``*.wal``, stage folder) in the cache;
-- ``clobbered``: an input that must stay untouched (``--db`` naming a non-store) was changed;
+- ``clobbered``: an input that must stay untouched (``--db`` naming a non-store, ``-o`` naming an input, the
+  history or the store, a refused history) was changed, or a FIFO, device or symlink ``-o`` named replaced;
 - ``harness``: the case could not be set up (e.g. no cache entry to damage).
 """
 
@@ -26,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OUTCOMES = ["ok", "crash", "traceback", "silent loss", "leftover", "timeout", "memory", "wrong refusal",
-            "not refused", "miscount", "bad output", "clobbered", "harness"]
-PRIORITY = ["timeout", "memory", "crash", "traceback", "wrong refusal", "not refused", "silent loss", "miscount",
+            "not refused", "silent pass", "miscount", "bad output", "clobbered", "harness"]
+PRIORITY = ["timeout", "memory", "crash", "traceback", "wrong refusal", "not refused", "silent pass", "silent loss",
+            "miscount",
             "bad output", "leftover", "clobbered", "harness"]
 
 MEMORY_MARKERS = re.compile(r"MemoryError|bad_alloc|Out of Memory|OutOfMemory|Cannot allocate memory|"
@@ -89,8 +94,11 @@ def _process_problems(case, proc, mem_limit_mb, signalled=False) -> list[tuple[s
     return found
 
 
-def classify(case, procs, *, baseline=None, leftovers=(), changed=(), mem_limit_mb=4096, note=None) -> Verdict:
-    found: list[tuple[str, str]] = []
+def classify(case, procs, *, baseline=None, leftovers=(), changed=(), mem_limit_mb=4096, note=None,
+             found=()) -> Verdict:
+    """The verdict on ``procs`` (the case's commands); ``found``: (outcome, detail) pairs checked elsewhere
+    (tests/mutation/surfaces.py)."""
+    found = list(found)
     events = issues = None
     if case.action == "kill" and len(procs) == 2:
         first = procs[0]

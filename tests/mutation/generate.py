@@ -1,7 +1,8 @@
 """Seeded mutation cases: damaged traces and command lines, each with the outcome it must get.
 
 ``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (the issue's nine, plus
-truncation and gzip damage), each class's operators taken in a seeded order so that a small sample
+truncation and gzip damage, plus the surface classes of ``surfaces.py``: -o targets, run histories,
+argument checks, the API called at once), each class's operators taken in a seeded order so that a small sample
 still meets every operator, plus one ``control`` case (the unmutated input) per input arrangement the
 cases use: the controls run first and give the load issues an unmutated input has, so that a
 mutated case can tell a new load issue (the damage reported) from one the input always had.
@@ -83,6 +84,9 @@ class Case:
     preserve: tuple = ()  # input files that must be unchanged afterwards
     timeout: float = DEFAULT_TIMEOUT
     max_rss_mb: int | None = None
+    program: tuple = ()  # a script run (with this Python) instead of the CLI; args follow it
+    nodes: dict = field(default_factory=dict)  # relative path -> "null"/"full" (char device) or "hardlink:REL"
+    expect: dict = field(default_factory=dict)  # the surface checks of tests/mutation/surfaces.py
     id: str = ""
 
     def summary(self) -> dict:
@@ -1404,3 +1408,7 @@ def op_gz_split_members(rng):
                 files={fname: b"".join(gzip.compress(p, mtime=0) for p in parts)}, args=analyze_args(),
                 events=doc.complete(), names=(fname,), ranks=[base_rank(name)], rank_strict=True,
                 baseline=f"{name}:1")
+
+
+# the newer surfaces (-o targets, run histories, argument checks, the API at once): their classes and operators
+from . import surfaces  # noqa: E402, F401

@@ -27,6 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import surfaces
 from .checks import classify, leftover_files
 from .generate import Case
 
@@ -110,7 +111,8 @@ class Sandbox:
         for rel, target in case.links.items():
             p = self.inp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, p)
+            os.symlink(target.replace("{in}", str(self.inp)), p)
+        surfaces.make_nodes(self.inp, case.nodes)
         for rel in case.fifos:
             p = self.inp / rel
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -250,9 +252,10 @@ def survivors(pgid: int, sb: Sandbox, grace: float) -> list[str]:
     return lines
 
 
-def execute(case: Case, sb: Sandbox, tag: str, *, mem_limit_mb: int, grace: float, tick=None, timeout=None) -> Proc:
-    args = sb.args(case)
-    p = spawn(CLI + args, sb, mem_limit_mb, tag)
+def execute(case: Case, sb: Sandbox, tag: str, *, mem_limit_mb: int, grace: float, tick=None, timeout=None,
+            args=None) -> Proc:
+    args = [a.replace("{in}", str(sb.inp)) for a in args] if args is not None else sb.args(case)
+    p = spawn(([sys.executable, *case.program] if case.program and tag == "run" else CLI) + args, sb, mem_limit_mb, tag)
     proc = Proc(args=args)
     t0 = time.monotonic()
     rc, rss, timed_out = wait(p, timeout or case.timeout, tick=(lambda el: tick(p, proc, el)) if tick else None)
@@ -269,7 +272,14 @@ def run_case(case: Case, root, *, baseline=None, mem_limit_mb: int = MEM_LIMIT_M
     """Run ``case`` under ``root`` and judge it; ``baseline``: the control's load issue signatures."""
     sb = Sandbox(Path(root), case)
     before = {rel: (sb.inp / rel).read_bytes() for rel in case.preserve}
+    mem_limit_mb = case.action_args.get("mem_limit_mb", mem_limit_mb)  # charts (V8) reserve more (surfaces.CHARTS)
+    state: dict = {}
     try:
+        for k, args in enumerate(case.action_args.get("before", ())):  # setting up: e.g. a store to name
+            first = execute(case, sb, f"before{k}", mem_limit_mb=mem_limit_mb, grace=grace, args=args)
+            if first.rc != 0:
+                raise RuntimeError(f"setting up, {' '.join(args)} exited {first.rc}: {first.stderr.strip()[-300:]}")
+        state = surfaces.prepare(case, sb)
         if case.action == "kill":
             procs, extra = _kill(case, sb, mem_limit_mb, grace)
         elif case.action == "cache":
@@ -280,8 +290,10 @@ def run_case(case: Case, root, *, baseline=None, mem_limit_mb: int = MEM_LIMIT_M
                    if not (sb.inp / rel).is_file() or (sb.inp / rel).read_bytes() != data]
         left = leftover_files(sb.tmp, sb.cache) + extra.get("leftovers", [])
         verdict = classify(case, procs, baseline=baseline, leftovers=left, changed=changed,
-                           mem_limit_mb=mem_limit_mb, note=extra.get("note"))
+                           mem_limit_mb=mem_limit_mb, note=extra.get("note"),
+                           found=surfaces.judge(case, sb, procs[-1], state))
     finally:
+        surfaces.release(state)
         if not keep:
             shutil.rmtree(sb.dir, ignore_errors=True)
     last = procs[-1]
@@ -396,7 +408,10 @@ def save_case(case: Case, folder: Path):
     if sb_in.exists():
         shutil.rmtree(sb_in)
     Sandbox.write(type("S", (), {"inp": sb_in})(), case)  # write the files only
-    cmd = "python -m traceparse.cli " + " ".join(_quote(a.replace("{in}", ".")) for a in case.args)
+    prog = f"python {case.program[0]} " if case.program else "python -m traceparse.cli "
+    cmd = prog + " ".join(_quote(a.replace("{in}", ".")) for a in case.args)
+    for args in case.action_args.get("before", ()):
+        cmd = "python -m traceparse.cli " + " ".join(_quote(a.replace("{in}", ".")) for a in args) + " && " + cmd
     info = case.summary()
     env = "export TMPDIR=$(mktemp -d) TRACEPARSE_CACHE=$(mktemp -d)"
     if case.action == "kill":

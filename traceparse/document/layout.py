@@ -4,6 +4,7 @@ import json
 import tomllib
 from pathlib import Path
 
+from ..analyzers.bubble import FORMULAS
 from ..errors import TraceError
 from ..store.query import rows
 from ..tagging.layout import KEYS
@@ -21,41 +22,49 @@ def inferred_layout(con) -> dict:
     return doc
 
 
-def parse_stated(text: str | None) -> dict:
-    """``dp=4,tp=2`` or the path of a TOML file (top-level keys, optional [model] table)."""
+def parse_stated(text: str | None, option: str = "--layout") -> dict:
+    """``dp=4,tp=2`` or the path of a TOML file (top-level keys, optional [model] table); ``option`` (``--layout``,
+    ``--given``) names where the text came from in errors. A key given twice is refused."""
     if not text:
         return {}
     if text.endswith(".toml") and not Path(text).is_file():
-        raise TraceError(text, "--layout: no such layout file")
+        raise TraceError(text, f"{option}: no such layout file")
     source = text if Path(text).is_file() else None  # named in errors about its values
     if source:
         try:
             data = tomllib.loads(Path(text).read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise TraceError(text, f"not a TOML layout file ({e})") from None
+            raise TraceError(text, f"{option}: not a TOML layout file ({e})") from None
         except OSError as e:
-            raise TraceError(text, f"cannot read the layout file: {e.strerror or e}") from None
+            raise TraceError(text, f"{option}: cannot read the layout file: {e.strerror or e}") from None
         model = data.pop("model", {})
         if not isinstance(model, dict):
-            raise TraceError(text, "not a TOML layout file ([model] must be a table)")
+            raise TraceError(text, f"{option}: not a TOML layout file ([model] must be a table)")
+        twice = sorted(set(data) & set(model))
+        if twice:
+            raise TraceError(text, f"{option}: {', '.join(twice)} given twice (at the top and in [model])")
         data.update(model)
     else:
         data = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             if "=" not in part:
-                raise TraceError(None, f"--layout: expected key=value, got {part!r}")
+                raise TraceError(None, f"{option}: expected key=value, got {part!r}")
             k, v = (s.strip() for s in part.split("=", 1))
+            if k in data:
+                raise TraceError(None, f"{option}: {k} given twice ({k}={data[k]}, {k}={v})")
             data[k] = v
     unknown = set(data) - STATED_KEYS
     if unknown:
-        raise TraceError(source, f"--layout: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
-    return {k: _int_value(k, v, source) if k in INT_KEYS else _text_value(k, v, source) for k, v in data.items()}
+        raise TraceError(source, f"{option}: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
+    return {k: _int_value(k, v, source, option) if k in INT_KEYS else _text_value(k, v, source, option)
+            for k, v in data.items()}
 
 
 INT_RANGE = {"zero_stage": (0, 3)}  # every other number: 1 .. 10^15 (params of the largest models fit)
+NAMES = {"pp_schedule": tuple(FORMULAS)}  # the names a text key takes (the bubble check's schedules); others: any
 
 
-def _int_value(key: str, v, source: str | None) -> int:
+def _int_value(key: str, v, source: str | None, option: str) -> int:
     """A whole number in its key's range (``7e9`` params allowed); anything else is refused."""
     if isinstance(v, str):
         try:
@@ -64,18 +73,20 @@ def _int_value(key: str, v, source: str | None) -> int:
             try:
                 v = float(v)
             except ValueError:
-                raise TraceError(source, f"--layout: {key} = {v!r} is not a number") from None
+                raise TraceError(source, f"{option}: {key} = {v!r} is not a number") from None
     if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and not v.is_integer()):
-        raise TraceError(source, f"--layout: {key} = {v!r} is not a whole number")
+        raise TraceError(source, f"{option}: {key} = {v!r} is not a whole number")
     lo, hi = INT_RANGE.get(key, (1, 10**15))
     if not lo <= v <= hi:
-        raise TraceError(source, f"--layout: {key} = {v!r} is out of range ({lo} to {hi:,})")
+        raise TraceError(source, f"{option}: {key} = {v!r} is out of range ({lo} to {hi:,})")
     return int(v)
 
 
-def _text_value(key: str, v, source: str | None) -> str:
+def _text_value(key: str, v, source: str | None, option: str) -> str:
     if not isinstance(v, str):
-        raise TraceError(source, f"--layout: {key} = {v!r} must be a name")
+        raise TraceError(source, f"{option}: {key} = {v!r} must be a name")
+    if key in NAMES and v not in NAMES[key]:
+        raise TraceError(source, f"{option}: {key} = {v!r} is not one of {', '.join(NAMES[key])}")
     return v
 
 

@@ -1,13 +1,14 @@
 """Render the document of ``traceparse compare`` (traceparse.compare) as text or Markdown.
 
-Both put a layout change first, then the notes on how the runs were compared, the regressions, every
-compared metric (layout metrics are in the layout line), and the verdict. A value the run does not
+Both put a layout change first, then the notes on how the runs were compared, why the comparison is
+incomplete (a run missing ranks), the regressions, every compared metric (layout metrics are in the layout
+line), and the verdict. A value the run does not
 give prints as ``-``.
 """
 
 from .text import mb, table
 
-MARK = {"regressed": "❌", "ok": "✅"}
+MARK = {"regressed": "❌", "incomplete": "⚠️", "ok": "✅"}
 
 
 def value(v, unit: str) -> str:
@@ -60,6 +61,9 @@ def _folders(paths: list[str]) -> str:
 
 def verdict_line(doc: dict) -> str:
     n = len(doc["regressions"])
+    if doc["verdict"] == "incomplete":
+        regressed = f"; {n} metric{'s' if n != 1 else ''} regressed" if n else ""
+        return f"verdict: incomplete (a run lacks ranks{regressed}; exit 1)"
     if doc["verdict"] == "regressed":
         return f"verdict: regressed ({n} metric{'s' if n != 1 else ''}; exit 1)"
     return "verdict: ok (no metric regressed beyond its threshold; exit 0)"
@@ -74,6 +78,8 @@ def _rows(doc: dict) -> list[dict]:
 def render_text(doc: dict) -> str:
     out = [layout_line(doc), *(f"  note: {n}" for n in doc["notes"]), run_line("base", doc.get("base")),
            run_line("new", doc.get("new")), ""]
+    if doc.get("incomplete"):
+        out += ["incomplete:", *(f"  ! {why}" for why in doc["incomplete"]), ""]
     if doc["regressions"]:
         by_id = {r["id"]: r for r in doc["metrics"]}
         out.append("regressions:")
@@ -94,6 +100,8 @@ def render_markdown(doc: dict) -> str:
            f"**{_md(layout_line(doc))}**", ""]
     out += [f"> {_md(n)}" for n in doc["notes"]] + ([""] if doc["notes"] else [])
     out += [f"- {_md(run_line(name, doc.get(name)))}" for name in ("base", "new")] + [""]
+    out += [f"> {MARK['incomplete']} **incomplete:** {_md(why)}" for why in doc.get("incomplete", [])]
+    out += [""] if doc.get("incomplete") else []
     out += ["| | metric | base | new | delta | relative | threshold | note |",
             "|---|---|--:|--:|--:|--:|--:|---|"]
     for r in _rows(doc):

@@ -14,7 +14,7 @@ import altair as alt
 
 from ..history import History, compare_previous, label_key, label_text, series
 from ..run_metrics import GROUPS, PER_MICROBATCH, per_step_id
-from .page import render_page, text
+from .page import render_page, script_json, text
 
 SHOWN = {"ns": ("ms", 1e-6), "bytes": ("MB", 1e-6)}  # unit stored -> (unit shown, factor)
 TITLES = {
@@ -28,10 +28,18 @@ TITLES = {
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
 STYLE = ("<style>.charts{display:flex;flex-wrap:wrap;gap:0 1.5em} .charts .chart{flex:0 0 560px} "
          ".dash td,.dash th{text-align:left} td.labels,td.files{max-width:28em;overflow-wrap:anywhere}</style>")
+# Picking a series filters every chart to it; a chart with no point of that series is hidden instead, left as it
+# was: drawn empty, Vega would warn of an infinite extent and draw its axes at NaN.
 PICK_SCRIPT = """<script>
-document.getElementById('series').addEventListener('change', e => {
-  for (const view of Object.values(window.chartViews)) view.signal('pick', e.target.value).runAsync();
-});
+const chartSeries = {series};
+document.getElementById('series').addEventListener('change', e => {{
+  const pick = e.target.value;
+  for (const [id, view] of Object.entries(window.chartViews)) {{
+    const shown = pick === '' || chartSeries[id].includes(pick);
+    document.getElementById(id).style.display = shown ? '' : 'none';
+    if (shown) view.signal('pick', pick).runAsync();
+  }}
+}});
 </script>"""
 
 
@@ -91,9 +99,11 @@ def group_chart(group: str, rows: list[dict]) -> alt.LayerChart:
                "recorded:N", alt.Tooltip("note:N", title="regression")]
     line = base.mark_line(strokeWidth=1.5).encode(detail="series:N")
     dots = base.mark_point(filled=True, size=50, cursor="pointer").encode(tooltip=tooltip, href="href:N")
-    ring = base.transform_filter("datum.regressed").mark_point(
-        shape="circle", size=260, filled=False, color="#d62728", strokeWidth=2.5).encode(
-        color=alt.value("#d62728"), tooltip=tooltip, href="href:N")
+    # every point, ringed when regressed (size 0 otherwise): a layer of the regressed points alone would be empty
+    # in a chart without one, and Vega warns of the infinite extent of an empty layer
+    ring = base.mark_point(shape="circle", filled=False, color="#d62728", strokeWidth=2.5).encode(
+        color=alt.value("#d62728"), size=alt.condition("datum.regressed", alt.value(260), alt.value(0)),
+        tooltip=tooltip, href="href:N")
     return alt.layer(line, dots, ring, title=TITLES.get(group, group)).add_params(
         alt.param(name="pick", value="")).properties(width=500, height=190)
 
@@ -181,11 +191,12 @@ def render_dashboard(hist: History, out: Path, by=None, thresholds=None) -> tupl
         key = per_step_id(m["id"]) if m.get("better") else m["group"]
         notes[(run_id, key)] = "; ".join(filter(None, [notes.get((run_id, key)), m.get("note") or f"worse than run {prev}"]))
     rows = points(hist, by, notes, out_dir)
-    specs = {}
+    specs, chart_series = {}, {}
     for group in GROUPS:
         g = [p for p in rows if p["group"] == group]
         if g:
             specs[f"chart-{group}"] = group_chart(group, g).to_dict()
+            chart_series[f"chart-{group}"] = sorted({p["series"] for p in g})
     n_series = len({label_key(series(r["labels"], by)) for r in hist.runs})
     span = (f", recorded {hist.runs[0]['recorded_at']:%Y-%m-%d %H:%M} to {hist.runs[-1]['recorded_at']:%Y-%m-%d %H:%M}"
             " UTC" if hist.runs else "")
@@ -197,6 +208,6 @@ def render_dashboard(hist: History, out: Path, by=None, thresholds=None) -> tupl
         series_select(hist, by),
         '<div class="charts">' + "".join(f'<div class="chart" id="{i}"></div>' for i in specs) + "</div>",
         runs_section(hist, out_dir),
-        PICK_SCRIPT,
+        PICK_SCRIPT.format(series=script_json(chart_series)),
     ])
     return render_page("traceparse dashboard", body, specs), len(reg)

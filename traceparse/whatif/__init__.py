@@ -1,21 +1,30 @@
 """``traceparse whatif``: forecast another layout of the same job from a measured run.
 
-``whatif_document(con, doc, target)`` returns the versioned document: the measured facts it used (each with its
+``whatif_document(con, doc, target, given)`` returns the versioned document: the measured facts it used (each with its
 source), the target layout, and the prediction (step time, bubble, bytes per rank per step and exposed
 communication per strategy, memory per device). The models are in ``forecast``.
 """
 
+from ..errors import TraceError
 from .forecast import forecast
-from .measured import measured
-from .sweep import sweep
+from .measured import layout, measured, model_layers
+from .sweep import bounds, excluded, sweep
 
 VERSION = 1
 
 
-def whatif_document(con, doc: dict, target: dict) -> dict:
-    """The whatif document of the run in ``con`` (its analyze document ``doc``) for the layout ``target``."""
+def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> dict:
+    """The whatif document of the run in ``con`` (its analyze document ``doc``) for the layout ``target``.
+    A target ``--sweep`` would exclude (``sweep.excluded``, bounded by ``given``: stated and the traces' metadata,
+    by default the metadata in ``doc``) is refused (TraceError) with the sweep's reason, unless the measured
+    layout is excluded for that same reason (the run shows such a layout runs, e.g. 5 layers on 4 stages)."""
     facts = measured(con, doc)
     got = forecast(facts, target)
+    facts_b = bounds(doc["metadata"]["values"] if given is None else given)
+    why = excluded(got["target"], facts_b, got["inputs"]["layers"]["value"],
+                   got["prediction"]["memory_per_device_bytes"])
+    if why and why != excluded(layout(facts), facts_b, model_layers(facts), None):
+        raise TraceError(None, f"--layout: {why} (whatif --sweep excludes this layout)")
     return {"version": VERSION, "run": doc["run"], "measured": facts, **got}
 
 
@@ -23,6 +32,5 @@ def sweep_document(con, doc: dict, given: dict, device_memory_bytes=None) -> dic
     """The ``--sweep`` document: every layout of the run's world size, ranked (``sweep.sweep``). ``given``: what
     is known of the model (stated and the traces' metadata: ranks_per_node, kv_heads bound the candidates)."""
     facts = measured(con, doc)
-    bounds = {k: given.get(k) for k in ("ranks_per_node", "kv_heads")}
-    bounds["device_memory_bytes"] = device_memory_bytes
-    return {"version": VERSION, "run": doc["run"], "measured": facts, **sweep(facts, bounds, facts["world_size"]["value"])}
+    return {"version": VERSION, "run": doc["run"], "measured": facts,
+            **sweep(facts, bounds(given, device_memory_bytes), facts["world_size"]["value"])}

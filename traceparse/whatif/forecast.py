@@ -13,7 +13,12 @@ compute + exposed communication + other, each from the measured run's, term by t
   and a pipelined target adds the bubble's idle time;
 - with one, the target's order is replayed with the measured compute per action plus the per-action overhead
   that makes the run's own order last its measured step (pipeline.py); where no order can be replayed, 2 m v
-  actions of the slowest stage's compute plus that overhead, over (1 - the target's bubble formula).
+  actions of the slowest stage's compute plus that overhead, over (1 - the target's bubble formula). The rest
+  (other) scales with the actions, up to what the pipeline lasts beyond its compute: the waits (exposed pp)
+  are never negative.
+
+A pipeline its schedule cannot place (gpipe or 1f1b with v > 1) or too large to replay (MAX_ACTIONS, MAX_STAGES)
+is refused (TraceError).
 
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
@@ -28,6 +33,12 @@ from .measured import LAYOUT, layout
 from .pipeline import orders, replayed_step
 
 STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
+V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
+# The target's order is built and replayed action by action (analyzers.bubble.replay: passes over the ranks until
+# none advances), so its size is bounded to keep a forecast within seconds: 2 m v actions on each of N_PP ranks,
+# and N_PP v stages. Real pipelines (N_PP <= 128, m v of a few hundred) are well inside.
+MAX_ACTIONS = 2**15
+MAX_STAGES = 2**10
 PP_REMAINDER = ("the pipeline's waits and transfers: step - compute - other - exposed non-pipeline communication "
                 "(the replay, or the formula model where there is none)")
 
@@ -50,9 +61,29 @@ def target_layout(m: dict, given: dict) -> dict:
         t["pp_schedule"] = "1f1b"
     if t["pp"] == 1:
         t["pp_schedule"], t["virtual_stages"] = None, 1
+    elif "virtual_stages" not in given:  # a schedule with its own number of chunks per rank sets v
+        t["virtual_stages"] = V_OF.get(t["pp_schedule"], t["virtual_stages"])
+    _bounded(t)
     t["layers"] = given.get("layers")
     t["balanced"] = bool(given.get("balanced"))
     return t
+
+
+def _bounded(t: dict) -> None:
+    """Refuse (TraceError) a pipeline the schedule cannot place (its v) or the replay cannot hold (MAX_ACTIONS,
+    MAX_STAGES)."""
+    schedule, n, m, v = t["pp_schedule"], t["pp"], t["microbatches"], t["virtual_stages"]
+    if n == 1:
+        return
+    if V_OF.get(schedule, v) != v:
+        raise TraceError(None, f"--layout: {schedule} runs {V_OF[schedule]} stage(s) per rank (virtual_stages = "
+                         f"{V_OF[schedule]}), not {v}; interleaved_1f1b and interleaved_zero_bubble take any")
+    if n * v > MAX_STAGES:
+        raise TraceError(None, f"--layout: pp x virtual_stages = {n * v:,} stages; the forecast replays at most "
+                         f"{MAX_STAGES:,}")
+    if 2 * m * v * n > MAX_ACTIONS:
+        raise TraceError(None, f"--layout: 2 x microbatches x virtual_stages x pp = {2 * m * v * n:,} actions per "
+                         f"step; the forecast replays at most {MAX_ACTIONS:,}")
 
 
 def _world(degrees: dict) -> int:
@@ -217,6 +248,7 @@ def _step_without_optimizer(m, s, t, exposed, layers, optimizer_s) -> dict:
     r = replayed_step(m, s, t, work, layers)
     if r is not None:
         step = r["pipeline_ns"] + sum(non_pp_t.values())
+        other_t = min(other_t, r["pipeline_ns"] - r["compute_ns"])
         terms = {"compute_ns": r["compute_ns"], "other_ns": other_t, "pp_how": PP_REMAINDER,
                  "exposed_comm_ns": {**non_pp_t, "pp": step - r["compute_ns"] - other_t - sum(non_pp_t.values())}}
         return out | {"step": step, "bubble_replay": r["bubble"], "terms": terms,
@@ -272,6 +304,7 @@ def _formula(m, s, t, T, C, work, layers, non_pp_s, non_pp_t, other_t, acts_s, a
     c_t = pace / acts_s * work * chunk_t / chunk_s
     step = acts_t * (c_t + overhead) / (1 - bubble_t) + sum(non_pp_t.values())
     compute = acts_t * c_t
+    other_t = min(other_t, step - compute - sum(non_pp_t.values()))
     pace_how = "the stages' mean compute (balanced)" if t["balanced"] else "the slowest stage's compute"
     return {"step": step,
             "terms": {"compute_ns": compute, "other_ns": other_t, "pp_how": PP_REMAINDER,

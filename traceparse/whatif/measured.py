@@ -70,6 +70,11 @@ def layout(m: dict) -> dict:
     return got
 
 
+def model_layers(m: dict):
+    """The model's layers: L_local x the measured pp, or None."""
+    return (m["L_local"]["value"] or 0) * (m["pp"]["value"] or 1) or None
+
+
 def _times(con) -> dict:
     """Step, compute and exposed communication per strategy: means per rank per step window."""
     step, compute, windows = con.execute(

@@ -4,11 +4,13 @@ Candidates keep the measured cp, sp and ep and the micro-batch size; for each sp
 dp x tp x pp they take every ZeRO stage (dp > 1) and, with a pipeline, 1F1B with m = max(measured m, N_PP) and, when
 the layers divide into 2 N_PP chunks, interleaved 1F1B with v = 2. A candidate is excluded, with the reason, when
 TP spans more ranks than a node holds (``ranks_per_node``) or more heads than the model has kv heads
-(``kv_heads``), when PP has more stages than the model has layers or the layers do not divide evenly, or when its
-memory exceeds the device's (``device_memory_bytes``). A bound whose fact is unknown is not applied and said so.
+(``kv_heads``), when PP has more stages than the model has layers or the layers do not divide evenly (into N_PP
+stages of v chunks each), or when its memory exceeds the device's (``device_memory_bytes``). ``whatif --layout``
+refuses a target by the same ``excluded``. A bound whose fact is unknown is not applied and said so.
 """
 
 from .forecast import forecast
+from .measured import model_layers
 
 
 def divisors(n):
@@ -35,7 +37,14 @@ def candidates(t0: dict, world: int, layers) -> list[dict]:
     return out
 
 
+def bounds(given: dict, device_memory_bytes=None) -> dict:
+    """The facts that bound a layout: ranks_per_node, kv_heads (of ``given``) and the device's memory."""
+    return {"ranks_per_node": given.get("ranks_per_node"), "kv_heads": given.get("kv_heads"),
+            "device_memory_bytes": device_memory_bytes}
+
+
 def excluded(c: dict, facts: dict, layers, memory) -> str | None:
+    """Why the layout ``c`` (tp, pp, virtual_stages) is out of bounds (``facts``: ``bounds``), or None."""
     node, kv, dev = facts.get("ranks_per_node"), facts.get("kv_heads"), facts.get("device_memory_bytes")
     if node and c["tp"] > node:
         return f"TP {c['tp']} spans more than a node's {node} ranks (docs/parallelism.md 3.3: TP stays within a node)"
@@ -45,6 +54,9 @@ def excluded(c: dict, facts: dict, layers, memory) -> str | None:
         return f"PP {c['pp']} exceeds the {layers:g} layers"
     if layers and layers % c["pp"]:
         return f"{layers:g} layers do not divide into {c['pp']} equal stages"
+    v = c.get("virtual_stages") or 1
+    if layers and layers / c["pp"] % v:
+        return f"{layers / c['pp']:g} layer(s) per stage do not divide into {v} virtual stages"
     if dev and memory and memory > dev:
         return f"memory {memory:,.0f} B exceeds the device's {dev:,.0f} B"
     return None
@@ -52,7 +64,7 @@ def excluded(c: dict, facts: dict, layers, memory) -> str | None:
 
 def sweep(m: dict, facts: dict, world: int) -> dict:
     """{candidates (ranked: predicted step time, fastest first; excluded last), bounds (what was applied)}."""
-    layers = (m["L_local"]["value"] or 0) * (m["pp"]["value"] or 1) or None
+    layers = model_layers(m)
     t0 = {k: m[k]["value"] for k in ("cp", "sp", "ep", "microbatches")}
     rows = []
     for c in candidates(t0, world, layers):
