@@ -234,6 +234,7 @@ def read(path, wait_s: float | None = None) -> History:
         raise TraceError(path, IS_A_FOLDER)
     if not path.is_file():
         raise TraceError(path, "no such history (traceparse analyze --record writes one)")
+    _remove_leftovers(path)  # what dead writers left beside it, for readers too
     with _connect(path, write=False, wait_s=wait_s) as con:
         runs = [dict(zip(RUN_COLUMNS, r, strict=True)) for r in
                 con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY recorded_at, run_id").fetchall()]
