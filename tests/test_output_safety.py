@@ -5,7 +5,6 @@ nothing written where nothing should be and nothing left behind."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import pickle
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_hardening import edited
 
 from traceparse.cli import main
 
@@ -152,23 +152,15 @@ def test_stray_pickles_and_pg_status_notes_are_skipped_and_said(run):
     one_line_error(run_cli("analyze", run / "model.pkl", "--no-cache"), "model.pkl", "not a Flight Recorder dump")
 
 
-def _header_edit(tmp_path, name, edit) -> Path:
-    doc = json.loads(gzip.decompress((DDP2 / "rank0.json.gz").read_bytes()))
-    edit(doc)
-    path = tmp_path / name
-    path.write_text(json.dumps(doc))
-    return path
-
-
 def test_a_group_name_that_is_an_object_loads(tmp_path):
-    path = _header_edit(tmp_path, "rank0.json", lambda d: d["distributedInfo"]["pg_config"][0].update(
+    path = edited(tmp_path, "rank0.json", lambda d: d["distributedInfo"]["pg_config"][0].update(
         pg_name={"a": 1}, pg_desc=[1, 2]))
     r = run_cli("analyze", path, "--no-cache", "--format", "json")
     assert r.exit_code == 0, r.output
 
 
 def test_a_rank_in_the_file_name_beyond_int32_is_no_rank(tmp_path):
-    path = _header_edit(tmp_path, "rank9000000000000000000000000000000.json", lambda d: d.pop("distributedInfo"))
+    path = edited(tmp_path, "rank9000000000000000000000000000000.json", lambda d: d.pop("distributedInfo"))
     r = run_cli("analyze", path, "--no-cache", "--format", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
