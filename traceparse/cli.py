@@ -147,8 +147,9 @@ def _is_damaged_store(e: Exception) -> bool:
     """A store file changed after it was written (a cache entry is stamped and built again instead)."""
     import duckdb
 
-    msg = str(e)
-    return isinstance(e, duckdb.Error) and ("Corrupt database file" in msg or "Could not read enough bytes" in msg)
+    from .store.query import damaged
+
+    return isinstance(e, duckdb.Error) and damaged(e)
 
 
 def _interrupted():
@@ -523,10 +524,11 @@ def _check_output(output, paths=(), *stores):
         return
     from .ingest.flight_recorder import is_dump
     from .inputs import expand_inputs, not_a_trace
-    from .output import check_output
+    from .output import check_output, same_file
 
     files, in_folders = expand_inputs(paths) if paths else ([], set())
-    check_output(output, [f for f in files if f not in in_folders or is_dump(f) or not not_a_trace(f)] + list(stores))
+    named = [f for f in files if same_file(output, f)]  # only the file -o names is opened to tell if it is a trace
+    check_output(output, [f for f in named if f not in in_folders or is_dump(f) or not not_a_trace(f)] + list(stores))
 
 
 def _emit(text: str, output, color=None):

@@ -43,6 +43,7 @@ from pathlib import Path
 from . import __version__
 from .errors import TraceError, shown
 from .run_metrics import Metric, run_metrics
+from .store.query import damaged
 
 FORMAT = "traceparse history"
 SCHEMA_VERSION = 1
@@ -351,7 +352,7 @@ def _connect(path: Path, write: bool, wait_s: float | None):
                 con = duckdb.connect(str(path), read_only=not write)
                 break
             except duckdb.Error as e:
-                if _damage(e):
+                if damaged(e):
                     raise NotAHistory(path, DAMAGED.format(_first_line(e))) from None
                 if "Could not set lock" not in str(e):
                     raise TraceError(path, f"cannot open the history: {_first_line(e)}") from None
@@ -361,7 +362,7 @@ def _connect(path: Path, write: bool, wait_s: float | None):
             _check(con, path)
             yield con
         except duckdb.Error as e:  # a damaged block found by a query: of the check, or of the caller
-            if not _damage(e):
+            if not damaged(e):
                 raise
             raise NotAHistory(path, DAMAGED.format(_first_line(e))) from None
         finally:
@@ -392,12 +393,6 @@ def _header(path: Path):
     if size >= DUCKDB_HEADERS and ((size - DUCKDB_HEADERS) % DUCKDB_BLOCK == 0 or not any(head)):
         raise NotAHistory(path, DAMAGED.format("its DuckDB header is gone"))
     raise NotAHistory(path, NOT_A_HISTORY)
-
-
-def _damage(e: Exception) -> bool:
-    """A DuckDB error that says the file is damaged: a block's checksum, or a file shorter than it says."""
-    msg = str(e)
-    return "Corrupt database file" in msg or "Could not read enough bytes" in msg
 
 
 def _first_line(e: Exception) -> str:

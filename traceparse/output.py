@@ -33,7 +33,8 @@ def _descriptor(path: Path) -> bool:
     return real.startswith(("/proc/", "/dev/")) or os.path.abspath(path).startswith(("/proc/", "/dev/fd/"))
 
 
-def _same(a: Path, b: Path) -> bool:
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (links followed; by path when either does not exist)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -50,7 +51,7 @@ def check_output(path, inputs=()) -> Path:
     if not Path(os.path.realpath(target)).parent.is_dir():
         raise TraceError(target, "its folder does not exist")
     for given in inputs:
-        if given is not None and _same(target, Path(given)):
+        if given is not None and same_file(target, given):
             raise TraceError(target, "is one of this command's inputs (a trace, the store or the history); -o names "
                              "the report's own file; nothing was written")
     return target

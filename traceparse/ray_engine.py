@@ -72,7 +72,7 @@ def _ray_for_the_load(ray, address, target):
         init = {"address": "local", "_temp_dir": folder, "include_dashboard": False}
         where, problem = LOCAL, "could not start Ray here"
     else:
-        host = target.removeprefix("ray://").rpartition(":")[0].strip("[]")
+        host = _host_port(target)[0]
         # A cluster of this machine gets this machine's token, as Ray gives it to one it finds itself (auto):
         # ray start turns token authentication on whenever one exists (~/.ray/auth_token, ...).
         own = "RAY_AUTH_MODE" not in os.environ and _token_available() and _this_host(host)
@@ -181,9 +181,9 @@ def _answering(address: str, target: str) -> str:
     listens, or something else does (a web server...), Ray itself would retry for as long as it runs."""
     from .errors import TraceError
 
-    host, _, port = target.removeprefix("ray://").rpartition(":")
+    host, port = _host_port(target)
     try:
-        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=CONNECT_S) as s:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_S) as s:
             s.sendall(H2_PREFACE)
             head = b""
             while len(head) < 4 and (more := s.recv(64)):
@@ -196,6 +196,12 @@ def _answering(address: str, target: str) -> str:
     if not tls and head[3:4] != b"\x04":  # a server's first frame is its SETTINGS (type 4)
         raise TraceError(address, f"no Ray cluster to connect to: {target} answers, but not as Ray (gRPC) does")
     return target
+
+
+def _host_port(target: str) -> tuple[str, str]:
+    """``host:port``, ``ray://host:port`` or ``[v6]:port`` -> (host without brackets, port as written)."""
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    return host.strip("[]"), port
 
 
 def _this_host(host: str) -> bool:

@@ -1,7 +1,14 @@
-"""Run a query on a store and get plain rows (dicts)."""
+"""Run a query on a store and get plain rows (dicts); tell a damaged database file from other DuckDB errors."""
 
 
 def rows(con, sql, params=None) -> list[dict]:
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def damaged(e: Exception) -> bool:
+    """Whether DuckDB's error ``e`` says its database file is damaged: a block's checksum, or a file shorter than
+    it says (a store or a history changed after it was written)."""
+    msg = str(e)
+    return "Corrupt database file" in msg or "Could not read enough bytes" in msg
