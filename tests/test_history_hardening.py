@@ -332,6 +332,16 @@ def test_thresholds_for_real_ids_are_taken():
     assert set(load_thresholds([f"{k}=5%" for k in keys]).limits) >= set(keys)
 
 
+@pytest.mark.parametrize("run", ["dp2_pp2_tp2", "dp2_cp2_ring", "dp4_ep2", "ulysses4", "tp2_sp"])
+def test_every_id_a_run_gives_is_one_a_threshold_may_name(run):
+    """metric_ids lists what run_metrics gives (the ids --threshold accepts): checked on runs of every strategy."""
+    import traceparse
+    from traceparse.run_metrics import PER_MICROBATCH, metric_ids, run_metrics
+
+    given = {i.removesuffix(PER_MICROBATCH) for i in run_metrics(traceparse.analyze([RUNS / run]))}
+    assert given - set(metric_ids()) == set()
+
+
 # --- 8. a run missing ranks ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", ["json", "text", "markdown"])
@@ -364,3 +374,17 @@ def test_missing_ranks_against_the_base_when_the_new_run_declares_no_world_size(
     assert "the new run lacks ranks 2, 3 (2 of 4 loaded; the base run's ranks)" in missing_ranks(
         base, {"ranks": [0, 1], "world_size": None})[0]
     assert missing_ranks(base, {"ranks": [0, 1], "world_size": 2}) == []  # another layout, whole
+
+
+def test_the_same_ranks_in_both_runs_compare_like_for_like():
+    """One profiled rank of a 300-rank job (a public GPU trace), in both runs: not incomplete, and said."""
+    trace = next((ROOT / "fixtures" / "public").rglob("rank-34.*.pt.trace.json.gz"))
+    r = run_cli("compare", trace, trace, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "ok" and doc["incomplete"] == []
+    assert "both runs hold ranks 34 of 300: compared like for like, the other ranks unseen" in doc["notes"]
+    from traceparse.compare import missing_ranks
+
+    (why,) = missing_ranks({"ranks": list(range(40)), "world_size": 40}, {"ranks": [0], "world_size": 40})
+    assert why.startswith("the new run lacks ranks 1, 2, 3") and ", ..., " not in why and "16, ... (1 of 40" in why

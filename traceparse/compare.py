@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from .errors import TraceError
+from .run_identity import rank_list
 from .tagging.layout import KEYS as LAYOUT_KEYS
 from .run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, metric_ids, per_step_id, run_metrics
 
@@ -104,6 +105,7 @@ def compare_runs(base_doc: dict, new_doc: dict, thresholds: Thresholds) -> dict:
     the reasons the comparison is ``incomplete`` (``missing_ranks``), which then is its verdict."""
     doc = compare_metrics(run_metrics(base_doc), run_metrics(new_doc), thresholds)
     verdict, incomplete = doc.pop("verdict"), missing_ranks(base_doc["run"], new_doc["run"])
+    doc["notes"] += _same_part(base_doc["run"], new_doc["run"])
     return {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc,
             "incomplete": incomplete, "verdict": "incomplete" if incomplete else verdict}
 
@@ -115,7 +117,11 @@ def _run(doc: dict) -> dict:
 
 def missing_ranks(base: dict, new: dict) -> list[str]:
     """A line for each run (an analyze document's ``run``) missing ranks: against the world size its traces
-    declare; NEW, when it declares none, against BASE's ranks. A run that names no ranks is not judged."""
+    declare; NEW, when it declares none, against BASE's ranks. Two runs holding the same ranks compare like for
+    like (one profiled rank of a large job, in both): not incomplete (``_same_part`` notes it). A run that names
+    no ranks is not judged."""
+    if base.get("ranks") is not None and sorted(base["ranks"]) == sorted(new.get("ranks") or ()):
+        return []
     out = []
     for name, run in (("base", base), ("new", new)):
         if run.get("ranks") is None:
@@ -127,9 +133,17 @@ def missing_ranks(base: dict, new: dict) -> list[str]:
             want, source = (set(base.get("ranks") or ()), "the base run's ranks") if name == "new" else (set(), "")
         missing = sorted(want - have)
         if missing:
-            out.append(f"the {name} run lacks rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
+            out.append(f"the {name} run lacks rank{'s' if len(missing) > 1 else ''} {rank_list(missing)} "
                        f"({len(want & have)} of {len(want)} loaded; {source}): its metrics cover the loaded ranks only")
     return out
+
+
+def _same_part(base: dict, new: dict) -> list[str]:
+    """A note when both runs hold the same ranks, fewer than the world size they declare."""
+    ranks, size = sorted(new.get("ranks") or ()), new.get("world_size")
+    if base.get("ranks") is None or sorted(base["ranks"]) != ranks or not size or len(ranks) >= size:
+        return []
+    return [f"both runs hold ranks {rank_list(ranks)} of {size}: compared like for like, the other ranks unseen"]
 
 
 def compare_metrics(base: dict[str, Metric], new: dict[str, Metric], thresholds: Thresholds) -> dict:

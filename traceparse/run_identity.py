@@ -25,6 +25,11 @@ def assign_ranks(summaries: list[dict]) -> list[tuple]:
     return issues
 
 
+def rank_list(ranks, most: int = 16) -> str:
+    """Ranks in a message: the first ``most``, then ``...``."""
+    return ", ".join(map(str, ranks[:most])) + (", ..." if len(ranks) > most else "")
+
+
 def missing_ranks(summaries: list[dict]) -> list[tuple]:
     """A load issue when the files hold fewer ranks than the job's world size."""
     sizes = {s["world_size"] for s in summaries if s["world_size"] is not None}
@@ -34,7 +39,7 @@ def missing_ranks(summaries: list[dict]) -> list[tuple]:
     absent = sorted(set(range(world)) - {s["rank"] for s in summaries})
     if not absent:
         return []
-    shown = ", ".join(map(str, absent[:16])) + (", ..." if len(absent) > 16 else "")
+    shown = rank_list(absent)
     severity = "info" if len(summaries) == 1 else "warning"  # one file: a look at one rank, as intended
     return [(None, severity, f"{world - len(absent)} of {world} ranks loaded; missing ranks: {shown} (checks compare "
              "only the loaded ranks; collectives whose groups include missing ranks are not matched)", len(absent))]
