@@ -1,21 +1,31 @@
-"""comm_volume: bytes each strategy moves per rank per step, against the notes' formulas (docs/parallelism.md 3, 4)."""
+"""comm_volume: the communication volume each strategy moves per rank per step, in the notes' count (all-reduce 2x
+the size), against the notes' formulas (docs/parallelism.md 3, 4). The volume is not the input bytes of the
+collectives table (what the ranks pass to the calls): both are reported, each under its own name."""
+
+from traceparse.report.text import size
 
 from . import model_facts as mf
 from .base import Result, Spec, grade, not_applicable, sql, worst
+
+VOLUME = "volume (notes' count: all-reduce 2x)"  # the name the findings, the text report and the chart give it
 
 SPEC = Spec(
     id="comm_volume",
     title="Communication volume: measured vs expected per strategy",
     definition=(
-        "Per strategy, the bytes a device sends per profiled step in the notes' metric (docs/parallelism.md 2: "
-        "all-reduce 2 x size, reduce-scatter / all-gather / all-to-all / broadcast the full size, send the size, "
-        "recv 0; i.e. nccl-tests' bus bytes scaled back by n/(n-1)), averaged over the loaded ranks, divided by "
-        "the notes' formula evaluated from the model and layout. Per (strategy, variant, op) also the raw "
-        "message bytes (bytes_in, bytes_out), the bus bytes (all-reduce 2(n-1)/n size, reduce-scatter, "
-        "all-gather, all-to-all (n-1)/n of the full size, send/recv/broadcast the size) and, on GPU traces, "
-        "the median algorithm bandwidth (size / execution time) and bus bandwidth (bus bytes / execution time)."),
-    numerator="measured bytes per rank per step (notes' metric)",
-    denominator="expected bytes per rank per step from the formula",
+        "Per strategy, the communication volume (measured_volume_bytes; 'volume (notes' count: all-reduce 2x)' in "
+        "the report, volume.<strategy> in traceparse compare) a device sends per profiled step in the notes' count "
+        "(docs/parallelism.md 2: all-reduce 2 x size, reduce-scatter / all-gather / all-to-all / broadcast the full "
+        "size, send the size, recv 0; i.e. nccl-tests' bus bytes scaled back by n/(n-1)), averaged over the loaded "
+        "ranks, divided by the notes' formula evaluated from the model and layout (expected_volume_bytes). Beside "
+        "it input_bytes, the bytes the ranks pass to the calls (the collectives table's 'input bytes': an "
+        "all-reduce's counted once, so a DDP run's volume is twice its input bytes). Per (strategy, variant, op) "
+        "also the raw message bytes (bytes_in, bytes_out), the volume (volume_bytes), the bus bytes (all-reduce "
+        "2(n-1)/n size, reduce-scatter, all-gather, all-to-all (n-1)/n of the full size, send/recv/broadcast the "
+        "size) and, on GPU traces, the median algorithm bandwidth (size / execution time) and bus bandwidth (bus "
+        "bytes / execution time). Findings quote the volumes as the report's volume table shows them."),
+    numerator="measured volume per rank per step (notes' count: all-reduce 2x)",
+    denominator="expected volume per rank per step from the formula",
     needs="comm_ops with sizes and steps; the model (stated, or inferred from recorded shapes and gradient collectives)",
     notes=(
         "Formulas, per rank per step with m micro-batches and L_local = L / N_PP layers per device: "
@@ -30,8 +40,8 @@ SPEC = Spec(
         "the gradient collectives the dp ratio checks the pattern (extra broadcasts, re-gathers), not Phi itself. "
         "Status: |ratio - 1| against [comm_volume] warn_tolerance / fail_tolerance, per strategy and the worst of "
         "them; a strategy without a known size or without a formula is not_applicable with the reason, and so is "
-        "the check when no strategy has both. Unknown sizes are never 0: bytes are null when no operation has a "
-        "size, else the known sum with ops_without_size."),
+        "the check when no strategy has both. Unknown sizes are never 0: volumes and bytes are null when no "
+        "operation has a size, else the known sum with ops_without_size."),
 )
 
 SQL = sql("comm_volume")
@@ -42,13 +52,9 @@ def _kind(f):
     return next((k for k in ("stated", "metadata", "trace", "assumed") if s.startswith(k)), "unknown")
 
 
-def _size(b):
-    if b is None:
-        return "?"
-    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= k:
-            return f"{b / k:.1f} {unit}"
-    return f"{b:.0f} B"
+def _size(b) -> str:
+    """Bytes as the report writes them (report.text.size: the volume table's numbers), '?' when unknown."""
+    return "?" if b is None else size(b)
 
 
 def inputs(ctx, shape, deg):
@@ -114,8 +120,8 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
     """One clause: the likely reason measured and expected differ, from the per-op and per-phase volumes."""
     v = {k: f["value"] for k, f in x.items()}
     # operations whose sizes are all unknown are left out (never counted as 0 bytes)
-    vol = {r["op"]: r["notes_bytes"] / per_rs for r in rows if r["notes_bytes"] is not None}
-    ph = {(r["op"], r["phase"]): r["notes_bytes"] / per_rs for r in phases if r["notes_bytes"] is not None}
+    vol = {r["op"]: r["volume_bytes"] / per_rs for r in rows if r["volume_bytes"] is not None}
+    ph = {(r["op"], r["phase"]): r["volume_bytes"] / per_rs for r in phases if r["volume_bytes"] is not None}
     cnt = {r["op"]: r["count"] / per_rs for r in rows}
     if strategy == "dp" and v["delta"] and v["Phi_dp"]:
         u = v["delta"] * v["Phi_dp"]
@@ -196,7 +202,7 @@ def run(ctx):
     for r in ops:
         row = {"strategy": r["strategy"], "variant": r["variant"], "op": r["op"], "count": r["count"] / per_rs,
                "bytes_in": _div(r["bytes_in"], per_rs), "bytes_out": _div(r["bytes_out"], per_rs),
-               "bus_bytes": _div(r["bus_bytes"], per_rs), "notes_bytes": _div(r["notes_bytes"], per_rs),
+               "bus_bytes": _div(r["bus_bytes"], per_rs), "volume_bytes": _div(r["volume_bytes"], per_rs),
                "group_size": _most_common(r["group_sizes"]), "ops_without_size": r["ops_without_size"]}
         if gpu:
             row.update(algbw_gbps=r["algbw_gbps"], busbw_gbps=r["busbw_gbps"])
@@ -205,16 +211,19 @@ def run(ctx):
     per_strategy, statuses, findings = {}, [], []
     for strategy in dict.fromkeys(r["strategy"] for r in ops if r["strategy"] != "untagged"):
         mine = [r for r in ops if r["strategy"] == strategy]
-        variant = max(mine, key=lambda r: r["notes_bytes"] or 0)["variant"]
-        sized = [r["notes_bytes"] for r in mine if r["notes_bytes"] is not None]
+        variant = max(mine, key=lambda r: r["volume_bytes"] or 0)["variant"]
+        sized = [r["volume_bytes"] for r in mine if r["volume_bytes"] is not None]
         measured = sum(sized) / per_rs if sized else None
+        given = [r["bytes_in"] for r in mine if r["bytes_in"] is not None]
         if strategy == "cp" and measured is not None:
             n = x["cp"]["value"] or max(_most_common(r["group_sizes"]) or 0 for r in mine)
             measured *= n / (n - 1) if n and n > 1 else 1
         exp, formula, used = expected(strategy, variant, x)
         ratio = measured / exp if exp and measured is not None else None
-        doc = {"variant": variant, "measured_bytes": measured, "expected_bytes": exp, "ratio": ratio, "formula": formula,
-               "metric": "notes' volume: all-reduce 2 x size, other collectives the full size, sends (recv counted at the sender)",
+        doc = {"variant": variant, "input_bytes": sum(given) / per_rs if given else None,
+               "measured_volume_bytes": measured, "expected_volume_bytes": exp, "ratio": ratio, "formula": formula,
+               "metric": "volume in the notes' count: all-reduce 2 x size, other collectives the full size, sends "
+                         "(recv counted at the sender); input_bytes: the bytes passed to the calls, each counted once",
                "source": {k: _kind(x[k]) for k in used}}
         unsized = sum(r["ops_without_size"] for r in mine)
         if unsized:
@@ -225,8 +234,9 @@ def run(ctx):
             if doc["status"] != "ok":
                 why = cause(strategy, variant, x, mine, [p for p in phases if p["strategy"] == strategy], measured, exp, per_rs)
                 partial = f" (measured leaves out {unsized} operations without a size)" if unsized else ""
-                findings.append(f"{strategy} ({variant}) moves {_size(measured)} per rank per step{partial} against "
-                                f"{_size(exp)} expected ({formula.split(' (docs/parallelism.md')[0]}), {ratio:.2f}x: {why}.")
+                findings.append(f"{strategy} ({variant}): {VOLUME} {_size(measured)} per rank per step{partial}, "
+                                f"expected {_size(exp)} ({formula.split(' (docs/parallelism.md')[0]}), {ratio:.2f}x: "
+                                f"{why}.")
         else:
             doc["status"] = "not_applicable"
             doc["reason"] = _not_compared(measured, exp, formula, unsized)

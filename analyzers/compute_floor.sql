@@ -1,6 +1,7 @@
 -- The compute floor, a variant of compute derived from compute_intervals (CPU-only ranks). Each compute
 -- op's self time = its length minus its direct children's (the compute ops nested right inside it: on
--- one thread events nest); per (op name, recorded input shapes) the count times the shortest self time;
+-- one thread events nest); per (op name, recorded input shapes) the count times the shortest self time
+-- of that op on any loaded rank;
 -- summed per rank and divided by the rank's step windows. Contention only ever stretches an op, so the
 -- fastest instance estimates the work of every instance.
 WITH c AS (
@@ -33,7 +34,12 @@ self AS (
     SELECT c.rank, c.name, c.dims, (c.e - c.s) - coalesce(ch.ns, 0) AS ns
     FROM c LEFT JOIN children ch ON ch.rank = c.rank AND ch.ev_id = c.ev_id
 ),
-floor AS (SELECT rank, name, dims, count(*) * min(ns) AS ns FROM self GROUP BY ALL),
+-- the shortest instance of the op on any loaded rank: the same op with the same shapes is the same work
+-- on every rank, and a rank's few instances may all have been stretched (a rank's own minimum over two
+-- steps left balanced ranks 18% apart)
+fastest AS (SELECT name, dims, min(ns) AS ns FROM self GROUP BY ALL),
+floor AS (SELECT s.rank, s.name, s.dims, count(*) * any_value(f.ns) AS ns
+          FROM self s JOIN fastest f ON f.name = s.name AND f.dims IS NOT DISTINCT FROM s.dims GROUP BY ALL),
 windows AS (SELECT rank, count(*) AS n FROM step_windows GROUP BY rank)
 SELECT f.rank, sum(f.ns) / any_value(w.n) AS floor_ns
 FROM floor f JOIN windows w USING (rank)

@@ -7,8 +7,11 @@ experts.
 """
 
 import json
+import math
 import statistics
 from collections import defaultdict
+
+from traceparse import stats
 
 from . import compute
 from .base import Result, Spec, grade, worst
@@ -101,7 +104,7 @@ def run(ctx):
     steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
     busy = compute.mean_per_rank(compute.per_window(ctx))
     floor = compute.floor_per_rank(ctx, busy)
-    arrivals = _arrivals(ctx, set(ranks))
+    arrivals = _arrivals(ctx, steps, floor)
     tokens, ep_groups = _ep_tokens(ctx)
     per_rank = [{
         "rank": r,
@@ -114,13 +117,16 @@ def run(ctx):
     } for r in ranks]
     (pipeline, pp_heavy), (ring, cp_heavy) = _pipeline(ctx, busy, floor), _ring(ctx, busy, floor)
     numbers = {
-        "straggler_rank": arrivals["straggler"],
+        "straggler_rank": arrivals["rank"],
+        "straggler_verdict": arrivals["verdict"],
+        "straggler_reason": arrivals["reason"],
         "straggler": arrivals["evidence"],
         "matched_collectives": arrivals["matched"],
         "unmatched_collectives": arrivals["unmatched"],
         "per_rank": per_rank,
         "per_step": arrivals["per_step"],
         "step_time": _spread([p["step_mean_ns"] for p in per_rank]),
+        "step_time_test": _step_test(ctx),
         "compute": _spread([p["compute_ns"] for p in per_rank]),
         "compute_floor": _spread([p["compute_floor_ns"] for p in per_rank]),
         "wait": _spread([p["wait_ns"] for p in per_rank]),
@@ -148,93 +154,150 @@ def _spread(values) -> dict:
     return {"max_over_mean": round(max(vals) / mean, 4), "cv": round(statistics.pstdev(vals) / mean, 4)}
 
 
-def _arrivals(ctx, loaded: set) -> dict:
-    """Match each collective across its group; who arrives last, who waits how long (SPEC.definition)."""
+def _arrivals(ctx, steps: dict, floor: dict) -> dict:
+    """Waits and last arrivals per rank from the vocabulary's collective_arrivals, and the straggler verdict
+    (SPEC.definition)."""
     rows = ctx.rows("""
-        SELECT rank, op, list_sort(group_ranks) AS g, seq, group_index, host_ts_ns, exec_ts_ns, step
-        FROM comm_ops
-        WHERE list_contains(?, op) AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
-          AND group_ranks IS NOT NULL""", [list(COLLECTIVES)])
-    by_key = defaultdict(dict)
+        SELECT rank, match_key, step, basis, wait_ns, lateness_ns, is_last, len(group_ranks) AS size,
+               last_arrival_ns - second_arrival_ns AS lead_ns
+        FROM collective_arrivals ORDER BY match_key, rank""")
+    waits, last, step_waits, basis = defaultdict(list), defaultdict(int), defaultdict(list), defaultdict(set)
     for r in rows:
-        order = ("seq", r["seq"]) if r["seq"] is not None else ("index", r["group_index"])
-        by_key[(tuple(r["g"]), *order)][r["rank"]] = r
-    collectives, unmatched, basis, step_waits = [], 0, defaultdict(int), defaultdict(list)
-    for (group, _, _), members in by_key.items():
-        expected = set(group)
-        if len(expected) < 2 or not expected <= loaded:
-            continue  # a one-rank group, or members whose traces are not loaded: nothing to compare
-        if set(members) != expected or len({m["op"] for m in members.values()}) != 1:
-            unmatched += 1
-            continue
-        column = next((c for c in ARRIVAL if all(m[c] is not None for m in members.values())), None)
-        if column is None:
-            unmatched += 1  # some members have only a call, others only an execution: no common arrival
-            continue
-        basis[ARRIVAL[column]] += 1
-        arrivals = {r: m[column] for r, m in members.items()}
-        t_last = max(arrivals.values())
-        latest = [r for r, t in arrivals.items() if t == t_last]
-        collectives.append(({r: t_last - t for r, t in arrivals.items()}, latest[0] if len(latest) == 1 else None))
-        for r, t in arrivals.items():
-            if members[r]["step"] is not None:
-                step_waits[(r, members[r]["step"])].append(t_last - t)
-    waits, last = defaultdict(list), defaultdict(int)
-    for wait_of, latest in collectives:
-        if latest is not None:
-            last[latest] += 1
-        for r, w in wait_of.items():
-            waits[r].append(w)
+        waits[r["rank"]].append(r["wait_ns"])
+        last[r["rank"]] += bool(r["is_last"])
+        basis[r["basis"]].add(r["match_key"])
+        if r["step"] is not None:
+            step_waits[(r["rank"], r["step"])].append(r["wait_ns"])
     per_step = [{"rank": r, "step": s, "wait_ns": round(statistics.fmean(w)), "collectives": len(w)}
                 for (r, s), w in sorted(step_waits.items())]
-    straggler, evidence = _straggler(collectives)
-    if evidence:
-        evidence["arrival"] = dict(basis)
-    return {"wait": {r: statistics.fmean(v) for r, v in waits.items()}, "total_wait": {r: sum(v) for r, v in waits.items()},
-            "last": dict(last), "per_step": per_step, "matched": len(collectives), "unmatched": unmatched,
-            "straggler": straggler, "evidence": evidence}
+    matched = len({r["match_key"] for r in rows})
+    gaps = _unmatched(ctx)
+    verdict = _straggler(rows, steps, floor, ctx.limits)
+    if not matched:
+        verdict.update(verdict="unknown", rank=None, reason=_unknown_reason(gaps))
+    elif verdict["evidence"]:
+        verdict["evidence"]["arrival"] = {k: len(v) for k, v in sorted(basis.items())}
+    return {"wait": {r: statistics.fmean(v) for r, v in waits.items()},
+            "total_wait": {r: sum(v) for r, v in waits.items()}, "last": dict(last), "per_step": per_step,
+            "matched": matched, "unmatched": gaps["unmatched"], "gaps": gaps, **verdict}
 
 
-def _straggler(collectives):
-    """The rank the others wait for, or None; with the evidence about it (else about the rank that waits least).
+def _unmatched(ctx) -> dict:
+    """Collective operations that could not be matched, by why: no group known, members not loaded, or the
+    members' copies disagree (missing on one, different kinds, no common arrival)."""
+    loaded = [r for (r,) in ctx.con.execute("SELECT rank FROM ranks").fetchall()]
+    row = ctx.con.execute("""
+        SELECT count(*) FILTER (WHERE group_ranks IS NULL),
+               count(*) FILTER (WHERE group_ranks IS NOT NULL AND len(group_ranks) >= 2
+                                AND NOT list_has_all(?, group_ranks)),
+               count(*) FILTER (WHERE len(group_ranks) >= 2 AND list_has_all(?, group_ranks)
+                                AND (rank, op_id) NOT IN (SELECT (rank, op_id) FROM collective_arrivals)),
+               count(*)
+        FROM comm_ops WHERE list_contains(?, op)""", [loaded, loaded, list(COLLECTIVES)]).fetchone()
+    return dict(zip(("no_group", "members_not_loaded", "unmatched", "collectives"), row, strict=True))
 
-    ``collectives``: per matched collective, (wait of each member, the member that arrived last or
-    None on a tie). SPEC.definition gives the rule.
-    """
-    seen, chance, last, waits = defaultdict(int), defaultdict(float), defaultdict(int), defaultdict(list)
-    for wait_of, latest in collectives:
-        if latest is not None:
-            last[latest] += 1
-        for r, w in wait_of.items():
-            seen[r] += 1
-            chance[r] += 1 / len(wait_of)
-            waits[r].append(w)
-    if len(waits) < 2:
-        return None, None
-    wait = {r: statistics.fmean(v) for r, v in waits.items()}
-    others = {r: statistics.median(w for q, w in wait.items() if q != r) for r in wait}
 
-    def stands_out(r):
-        share, fair = last[r] / seen[r], chance[r] / seen[r]
-        if not (seen[r] >= 2 and wait[r] == min(wait.values()) and others[r] > 0 and share > LAST_FRACTION):
-            return False
-        # last twice as often as chance; or, where the others wait 10x as long, 1.5x (two-rank groups)
-        return (wait[r] <= WAIT_FRACTION * others[r] and share >= min(1.0, 2 * fair)) or \
-            (wait[r] <= STRONG_WAIT_FRACTION * others[r] and share >= min(1.0, STRONG_CHANCE * fair))
+def _unknown_reason(gaps: dict) -> str:
+    if not gaps["collectives"]:
+        return "the traces hold no collective (all-reduce, all-gather, ...) to match across ranks"
+    parts = []
+    if gaps["no_group"]:
+        parts.append(f"{gaps['no_group']} collective operations have no known process group (no pg_config or "
+                     f"'Process Group' args in the traces, and none could be inferred)")
+    if gaps["members_not_loaded"]:
+        parts.append(f"{gaps['members_not_loaded']} belong to groups with members whose traces are not loaded")
+    if gaps["unmatched"]:
+        parts.append(f"{gaps['unmatched']} could not be paired with every member's copy (missing on a member, "
+                     f"different kinds, or no arrival time common to all)")
+    return "no collective could be matched across ranks: " + "; ".join(parts)
+
+
+def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
+    """``{verdict, rank, reason, evidence}``: the rank the others wait for, judged on how late it arrives
+    against how much arrivals move by chance (traceparse.stats.rank_outliers over steps), and on what it costs
+    the others per step. SPEC.definition gives the rule."""
+    late = defaultdict(lambda: defaultdict(list))  # unit (step) -> rank -> lateness at its collectives there
+    seen, chance, waits, rank_steps = defaultdict(int), defaultdict(list), defaultdict(list), defaultdict(set)
+    last, lost, others_wait = defaultdict(int), defaultdict(float), defaultdict(list)
+    for r in rows:
+        late[r["step"]][r["rank"]].append(r["lateness_ns"])
+        seen[r["rank"]] += 1
+        chance[r["rank"]].append(1 / r["size"])
+        waits[r["rank"]].append(r["wait_ns"])
+        rank_steps[r["rank"]].add(r["step"])
+        if not r["is_last"]:
+            others_wait[r["match_key"]].append(r["wait_ns"])
+    last_at = defaultdict(list)  # per rank, the others' mean wait at each collective it arrived last at
+    for r in rows:
+        if r["is_last"]:
+            last[r["rank"]] += 1
+            lost[r["rank"]] += r["lead_ns"]
+            last_at[r["rank"]].append(statistics.fmean(others_wait[r["match_key"]]))
+    if len(seen) < 2:
+        return {"verdict": "none", "rank": None, "reason": None, "evidence": None}
+    latest = defaultdict(int)  # steps in which the rank is the latest on average
+    for per in late.values():
+        top = max(statistics.fmean(v) for v in per.values())
+        for r, v in per.items():
+            latest[r] += statistics.fmean(v) == top
+    tests = stats.rank_outliers(late)
+    step_ns = statistics.fmean(v for v in steps.values() if v) if any(steps.values()) else None
+    min_share = limits.get("warn_straggler_share", 0.05)
+    stands_out = limits.get("warn_max_over_mean", 1.10)
+    wait = {q: statistics.fmean(w) for q, w in waits.items()}
 
     def evidence(r):
-        led = [statistics.fmean([w for q, w in wait_of.items() if q != r]) for wait_of, latest in collectives
-               if latest == r]
-        return {"rank": r, "collectives": seen[r], "last_fraction": round(last[r] / seen[r], 4),
-                "chance_fraction": round(chance[r] / seen[r], 4), "own_mean_wait_ns": round(wait[r]),
-                "others_median_wait_ns": round(others[r]),
-                "wait_over_others_median": round(wait[r] / others[r], 4) if others[r] else None,
-                "others_wait_when_last_ns": round(statistics.fmean(led)) if led else None}
+        t = tests.get(r, {})
+        lost_per_step = lost[r] / len(rank_steps[r])
+        return {
+            "rank": r, "collectives": seen[r], "last": last[r], "last_fraction": round(last[r] / seen[r], 4),
+            "chance_fraction": round(statistics.fmean(chance[r]), 4),
+            "last_by_chance_p": _round(stats.last_tail(chance[r], last[r]), 6),
+            "steps": t.get("steps"), "latest_in_steps": latest[r],
+            "lateness_ns": round(t["effect"]) if t else None,
+            "standard_error_ns": round(t["se"]) if t.get("se") is not None else None,
+            "t": _round(t.get("t")), "df": t.get("df"), "p": _round(t.get("p"), 6),
+            "lost_per_step_ns": round(lost_per_step),
+            "lost_share": round(lost_per_step / step_ns, 4) if step_ns else None,
+            "own_mean_wait_ns": round(wait[r]),
+            "others_median_wait_ns": round(statistics.median(w for q, w in wait.items() if q != r)),
+            "others_wait_when_last_ns": round(statistics.fmean(last_at[r])) if last_at[r] else None,
+        }
 
-    named = [r for r in sorted(wait) if stands_out(r)]
-    if len(named) == 1:
-        return named[0], evidence(named[0])
-    return None, evidence(min(wait, key=lambda r: (wait[r], r)))
+    candidates = {r: evidence(r) for r in seen}
+    work = {r: floor[r] for r in seen if floor.get(r) is not None}
+    heaviest = max(work, key=lambda r: (work[r], -r)) if len(work) > 1 and statistics.fmean(work.values()) else None
+    for e in candidates.values():
+        late_more = e["lateness_ns"] is not None and e["lateness_ns"] > 0 and e["last_fraction"] > e["chance_fraction"]
+        e["compute_floor_over_mean"] = round(work[e["rank"]] / statistics.fmean(work.values()), 4) \
+            if heaviest is not None and e["rank"] in work else None
+        e["by_arrivals"] = e["p"] is not None and e["p"] <= stats.ALPHA and e["lateness_ns"] > 0
+        e["by_work"] = (late_more and e["rank"] == heaviest and e["compute_floor_over_mean"] >= stands_out
+                        and e["last_by_chance_p"] <= stats.ALPHA and 2 * e["latest_in_steps"] > e["steps"])
+        e["conclusive"] = e["by_arrivals"] or e["by_work"]
+        e["material"] = e["lost_share"] is not None and e["lost_share"] >= min_share
+    named = [e for e in candidates.values() if e["conclusive"] and e["material"]]
+    if named:
+        top = max(named, key=lambda e: (e["lost_per_step_ns"], -e["rank"]))
+        return {"verdict": "named", "rank": top["rank"], "reason": None, "evidence": top}
+    top = max(candidates.values(), key=lambda e: (e["lost_per_step_ns"], -e["rank"]))
+    if not (top["conclusive"] or top["material"]):
+        return {"verdict": "none", "rank": None, "reason": None, "evidence": top}
+    why = []
+    if not top["conclusive"]:
+        why.append("chance gives a rank this late " + (f"with p = {top['p']:.2g}" if top["p"] is not None else
+                   "too often to tell: with one step a one-off delay cannot be told from a steady one") + f" (a straggler needs p <= "
+                   f"{stats.ALPHA} after correcting for the {len(seen)} ranks)")
+    if not top["material"]:
+        why.append(f"it costs the others {top['lost_share']:.1%} of the step (a straggler costs >= {min_share:.0%})"
+                   if top["lost_share"] is not None else "the step time is unknown")
+    return {"verdict": "not conclusive", "rank": None, "reason": "; ".join(why), "evidence": top}
+
+
+def _round(x, digits=3):
+    if x is None or math.isinf(x):
+        return None if x is None else (1e9 if x > 0 else -1e9)
+    return round(x, digits)
 
 
 def _heaviest(loads: dict):
@@ -314,46 +377,92 @@ def _experts(tokens, groups) -> dict:
             "hot_over_fair": round(share * len(group), 4) if share is not None else None}
 
 
+def _step_test(ctx) -> dict | None:
+    """The slowest rank's step time against the step-to-step noise (traceparse.stats.rank_outliers on the
+    ProfilerStep durations): ``{rank, excess_ns, p}``, or None with fewer than two ranks or steps."""
+    table = defaultdict(dict)
+    for rank, step, dur in ctx.con.execute("SELECT rank, step, dur_ns FROM steps").fetchall():
+        table[step][rank] = [dur]
+    tests = stats.rank_outliers(table)
+    if not tests or all(t["p"] is None for t in tests.values()):
+        return None
+    rank = max(tests, key=lambda r: (tests[r]["effect"], -r))
+    return {"rank": rank, "excess_ns": round(tests[rank]["effect"]), "p": _round(tests[rank]["p"], 6)}
+
+
 def _status(limits, n) -> str:
-    """Step time and floor compute (busy time where there is none) against max/mean; EP hot share vs fair;
-    a named straggler warns (its stall stretches every rank's step alike, so step time may not show it)."""
+    """Step time when its spread is more than the step-to-step noise, the compute floor (busy time where there
+    is none) against max/mean; EP hot share vs fair; a named straggler warns (its stall stretches every rank's
+    step alike, so step time may not show it)."""
     warn, fail = limits.get("warn_max_over_mean", 1.10), limits.get("fail_max_over_mean", 1.30)
     compute = n["compute_floor"]["max_over_mean"] or n["compute"]["max_over_mean"]
+    step = n["step_time_test"]
     return worst([
-        grade(n["step_time"]["max_over_mean"], warn, fail),
+        grade(n["step_time"]["max_over_mean"], warn, fail) if step and step["p"] <= stats.ALPHA else "ok",
         grade(compute, warn, fail),
         grade(n["hot_over_fair"], limits.get("warn_hot_over_fair", 1.5), limits.get("fail_hot_over_fair", 2.5)),
         "ok" if n["straggler_rank"] is None else "warn",
     ])
 
 
+def _ms(ns) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+def _straggler_finding(n) -> str | None:
+    e, verdict = n["straggler"], n["straggler_verdict"]
+    if verdict == "unknown":  # said when there were collectives to match; a run without any has no finding
+        return f"Stragglers: unknown, {n['straggler_reason']}." if n["unmatched_collectives"] is not None and \
+            "hold no collective" not in n["straggler_reason"] else None
+    seen = verdict == "named" or (verdict == "not conclusive" and e["lateness_ns"] > 0
+                                  and e["last_fraction"] > e["chance_fraction"])
+    if not seen:
+        return None
+    seen = (f"rank {e['rank']} arrives {_ms(e['lateness_ns'])} after its groups' mean arrival per collective "
+            f"(over {e['steps']} steps, the latest in {e['latest_in_steps']}; last at {e['last_fraction']:.0%} of "
+            f"its {e['collectives']} matched collectives, chance {e['chance_fraction']:.0%}) and the others lose "
+            f"{_ms(e['lost_per_step_ns'])} per rank per step waiting for it"
+            + (f" ({e['lost_share']:.1%} of the step)" if e["lost_share"] is not None else ""))
+    if verdict == "not conclusive":
+        return f"No straggler named: {seen}, but {n['straggler_reason']}."
+    why = []
+    if e["by_arrivals"]:
+        why.append(f"chance gives a rank this late with p = {e['p']:.2g}")
+    if e["by_work"]:
+        why.append(f"it does the most work ({e['compute_floor_over_mean']:.2f}x the mean compute floor)")
+    return (f"Rank {e['rank']} is a straggler: {seen[len(str(e['rank'])) + 6:]}; " + " and ".join(why)
+            + ". Look for extra work, a slower device or host, or data it alone loads.")
+
+
 def _findings(n, limits) -> list:
     stands_out, hot_warn = limits.get("warn_max_over_mean", 1.10), limits.get("warn_hot_over_fair", 1.5)
-    out = []
-    if n["straggler_rank"] is not None:
-        e = n["straggler"]
-        by = " and ".join(f"{k} start" for k in ("execution", "call") if e["arrival"].get(k))
-        out.append(f"Rank {e['rank']} arrives last (by {by}) at {e['last_fraction']:.0%} of its {e['collectives']} "
-                   f"matched collectives (chance: {e['chance_fraction']:.0%}) and waits "
-                   f"{e['own_mean_wait_ns'] / 1e6:.2f} ms per collective, against {e['others_median_wait_ns'] / 1e6:.2f}"
-                   f" ms for the median other rank; when it is last the others wait "
-                   f"{e['others_wait_when_last_ns'] / 1e6:.2f} ms for it on average: it is a straggler (extra work, "
-                   f"a slower device or host, or data it alone loads).")
+    out = [f for f in [_straggler_finding(n)] if f]
     busy, floor = n["compute"]["max_over_mean"], n["compute_floor"]["max_over_mean"]
     if floor is not None and floor >= stands_out:
-        top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)["rank"]
-        out.append(f"Compute differs across ranks (compute floor max/mean {floor:.2f}, most on rank {top}): "
-                   f"uneven work per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens.")
+        top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)
+        out.append(f"Compute differs across ranks: rank {top['rank']}'s compute floor is "
+                   f"{_ms(top['compute_floor_ns'])} per step, {floor:.2f}x the mean rank (max/mean): uneven work "
+                   f"per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens.")
     elif busy is not None and busy >= stands_out:
         out.append(f"Compute busy time differs across ranks (max/mean {busy:.2f}) but the compute floor (the same "
                    f"ops at their fastest) does not: the ops were stretched unevenly (preemption or contention on "
                    f"the host), the work itself is even.")
+    step = n["step_time_test"]
+    if step and step["p"] > stats.ALPHA and (n["step_time"]["max_over_mean"] or 0) >= stands_out:
+        out.append(f"Step time differs across ranks (max/mean {n['step_time']['max_over_mean']:.2f}) no more than "
+                   f"it differs from step to step (p = {step['p']:.2g}): not graded.")
     if n["heavy_stage"] is not None:
-        out.append(f"Pipeline stage {n['heavy_stage']} computes {n['heavy_stage_over_mean']:.2f}x the mean stage: "
-                   f"the slowest stage sets the pipeline's pace (docs/parallelism.md 3.2); move layers off it.")
+        stage = [p for p in n["pp_stages"] if p["stage"] == n["heavy_stage"]]
+        per_mb = statistics.fmean(p["compute_floor_per_microbatch_ns"] for p in stage) \
+            if all(p["compute_floor_per_microbatch_ns"] is not None for p in stage) else None
+        out.append(f"Pipeline stage {n['heavy_stage']} has the most work: its compute floor (the same ops at their "
+                   f"fastest, the table's 'compute floor / micro-batch' column; busy time stretches with contention)"
+                   + (f" is {_ms(per_mb)} per micro-batch," if per_mb is not None else "")
+                   + f" {n['heavy_stage_over_mean']:.2f}x the mean stage: the slowest stage sets the pipeline's "
+                   f"pace (docs/parallelism.md 3.2); move layers off it.")
     if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:
-        out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank, "
-                   f"as a causal mask over contiguous chunks gives later ranks more blocks to attend "
+        out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank "
+                   f"(compute floor), as a causal mask over contiguous chunks gives later ranks more blocks to attend "
                    f"(docs/parallelism.md 3.4); zig-zag sharding evens it.")
     if n["hot_over_fair"] is not None and n["hot_over_fair"] >= hot_warn:
         out.append(f"Expert parallelism: rank {n['hot_rank']} receives {n['hot_share']:.1%} of the routed tokens, "

@@ -56,20 +56,56 @@ SPEC = Spec(
 )
 
 CAUSES = {
-    "dp": "the gradient sync runs after backward instead of bucketed with it (e.g. one DDP bucket, buckets "
-          "ready only at the end of backward, or ZeRO-3 all-gathers not prefetched)",
     "pp": "the stage waits on its sends/receives (blocking point-to-point, or warm-up/cool-down with "
           "nothing to compute)",
     "cp": "the ring's K/V transfers are waited on before the next attention block instead of running under it",
 }
+DP_CAUSES = {  # by the data-parallel implementation the layout found
+    "ddp": "DDP: the gradient all-reduce runs after backward instead of bucketed with it (one bucket, or buckets "
+           "ready only at the end of backward: a smaller bucket_cap_mb starts the sync earlier)",
+    "zero1": "ZeRO-1 (sharded optimizer): the gradient all-reduce is not bucketed with backward, or the parameter "
+             "broadcast / all-gather after the optimizer step has no compute to hide under",
+    "fsdp": "FSDP (ZeRO-{k}): the all-gathers are not prefetched ahead of the layer that needs them, or the "
+            "reduce-scatters run after backward (FSDP2: set_modules_to_forward_prefetch / "
+            "set_modules_to_backward_prefetch, or more, smaller fully_shard units)",
+}
 INLINE_P2P = "on gloo, send/recv run inline on the calling thread, so nothing can hide them"
+
+
+def _cause(strategy: str, layout: dict, fsdp: bool) -> str:
+    if strategy != "dp":
+        return CAUSES.get(strategy, "it is not overlapped with compute")
+    zero = layout.get("zero_stage")
+    if zero in (2, 3) or fsdp:
+        return DP_CAUSES["fsdp"].format(k=zero if zero is not None else "2/3")
+    return DP_CAUSES["zero1" if zero == 1 else "ddp"]
 
 
 def _sums(rows) -> dict:
     comm = sum(r["comm_ns"] for r in rows)
     hidden = sum(r["hidden_ns"] for r in rows)
-    return {"comm_ns": comm, "hidden_ns": hidden, "exposed_ns": comm - hidden,
-            "overlap": hidden / comm if comm else None}
+    waiting = sum(r.get("waiting_ns") or 0 for r in rows)
+    transfer = comm - hidden - waiting
+    return {"comm_ns": comm, "hidden_ns": hidden, "exposed_ns": comm - hidden, "waiting_ns": waiting,
+            "exposed_transfer_ns": transfer, "overlap": hidden / comm if comm else None,
+            "transfer_overlap": hidden / (hidden + transfer) if hidden + transfer else None}
+
+
+def _per_step(v: dict, windows: int) -> dict:
+    """A per_strategy entry's times per rank per step (over its ``windows`` rank x step windows)."""
+    return {k.replace("_ns", "_per_step_ns"): round(v[k] / windows) for k in
+            ("comm_ns", "hidden_ns", "exposed_ns", "waiting_ns", "exposed_transfer_ns")}
+
+
+def _per_step_rows(rows) -> list[dict]:
+    """Per step and strategy, the times per rank (sums over the ranks with that window / their count) and the
+    hidden fraction: the step-to-step variation compare judges a change against."""
+    by_key = defaultdict(list)
+    for r in rows:
+        by_key[(r["step"], r["strategy"])].append(r)
+    return [{"step": step, "strategy": strategy, "ranks": len(rs), **_per_step(_sums(rs), len(rs)),
+             "overlap": _sums(rs)["overlap"]}
+            for (step, strategy), rs in sorted(by_key.items(), key=lambda kv: (kv[0][0] is None, kv[0]))]
 
 
 def _per_rank(rows) -> list[dict]:
@@ -88,11 +124,13 @@ def run(ctx):
     by_strategy = defaultdict(list)
     for r in steps:
         by_strategy[r["strategy"]].append(r)
-    per_strategy = {s: _sums(rs) for s, rs in sorted(by_strategy.items())}
+    per_strategy = {s: {**_sums(rs), **_per_step(_sums(rs), len(rs)), "windows": len(rs)}
+                    for s, rs in sorted(by_strategy.items())}
     ranking = sorted(per_strategy, key=lambda s: (-per_strategy[s]["exposed_ns"], s))
     rank_rows = [r for r in rows if r["scope"] == "rank"]
     hta = ctx.rows(sql("overlap_hta"))
     gpu = {r["rank"] for r in hta}
+    fsdp = bool(ctx.con.execute("SELECT count(*) FROM events WHERE starts_with(name, 'FSDP::')").fetchone()[0])
 
     numbers = {
         "per_strategy": per_strategy,
@@ -100,45 +138,56 @@ def run(ctx):
         "overall": _sums(rank_rows)["overlap"],
         "concurrent_ns": sum(v["comm_ns"] for v in per_strategy.values()) - _sums(rank_rows)["comm_ns"],
         "ranking": ranking,
+        "per_step": _per_step_rows(steps),
         "hta_overall": _sums(hta)["overlap"] if hta else None,
         "hta_per_rank": [{"rank": r["rank"], **_sums([r])} for r in hta] or None,
         "hta_definition": HTA_DEFINITION,
     }
     tables = {"per_rank": [{"rank": r["rank"], "step": r["step"], "strategy": r["strategy"],
                             **_sums([r])} for r in steps]}
-    status, findings = _grade(ctx.limits, per_strategy, ranking, steps, gpu)
+    status, findings = _grade(ctx.limits, per_strategy, ranking, steps, gpu, lambda s: _cause(s, ctx.layout, fsdp))
     return Result(status=status, numbers=numbers, tables=tables, findings=findings)
 
 
-def _grade(limits, per_strategy, ranking, steps, gpu):
+def _ms(ns) -> str:
+    return f"{ns / 1e6:.1f} ms"
+
+
+def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
     hidden_ok = set(limits.get("expected_hidden", ()))
     exposed_ok = set(limits.get("expected_exposed", ()))
     warn, fail = limits.get("warn_below", 0.5), limits.get("fail_below", 0.2)
     statuses = []
-    exposed = [f"{s} {per_strategy[s]['exposed_ns'] / 1e6:.1f} ms ({100 * per_strategy[s]['overlap']:.0f}% hidden)"
-               for s in ranking if per_strategy[s]["exposed_ns"] > 0]
+    exposed = [f"{s} {_ms(v['exposed_per_step_ns'])}"
+               + (f" ({_ms(v['waiting_per_step_ns'])} waiting for the last peer, {_ms(v['exposed_transfer_per_step_ns'])}"
+                  f" transfer)" if v["waiting_ns"] else "") + f", {100 * v['overlap']:.0f}% hidden"
+               for s in ranking if (v := per_strategy[s])["exposed_ns"] > 0]
     findings = []
     if exposed:
-        findings.append(f"Exposed communication by strategy, largest first (the time overlap could win back, all "
-                        f"ranks and steps): {', '.join(exposed)}.")
+        findings.append(f"Exposed communication per rank per step, by strategy, largest first (the time overlap "
+                        f"could win back): {'; '.join(exposed)}.")
     for s in ranking:
         v = per_strategy[s]
         if v["overlap"] is None:
             continue
-        ms, pct = v["exposed_ns"] / 1e6, 100 * v["overlap"]
         if s in exposed_ok:
-            findings.append(f"{s} communication is {pct:.0f}% hidden ({ms:.1f} ms exposed): expected, "
-                            f"docs/parallelism.md 4 says {s} communication is hard to overlap.")
-        elif s in hidden_ok:
-            st = grade(v["overlap"], warn, fail, higher_is_worse=False)
+            findings.append(f"{s} communication is {100 * v['overlap']:.0f}% hidden ({_ms(v['exposed_per_step_ns'])} "
+                            f"exposed per rank per step): expected, docs/parallelism.md 4 says {s} communication is "
+                            f"hard to overlap.")
+        elif s in hidden_ok and v["transfer_overlap"] is not None:
+            st = grade(v["transfer_overlap"], warn, fail, higher_is_worse=False)
             statuses.append(st)
             if st != "ok":
                 cpu_p2p = s in ("pp", "cp") and any(r["rank"] not in gpu for r in steps if r["strategy"] == s)
-                cause = INLINE_P2P if cpu_p2p else CAUSES.get(s, "it is not overlapped with compute")
-                findings.append(f"{s} communication is only {pct:.0f}% hidden under compute ({ms:.1f} ms "
-                                f"exposed over all ranks and steps), though docs/parallelism.md 4 expects it to "
-                                f"overlap; likely cause: {cause}.")
+                findings.append(f"{s} transfers are only {100 * v['transfer_overlap']:.0f}% hidden under compute "
+                                f"({_ms(v['exposed_transfer_per_step_ns'])} of exposed transfer per rank per step, "
+                                f"waiting for late peers apart), though docs/parallelism.md 4 expects them to overlap;"
+                                f" likely cause: {INLINE_P2P if cpu_p2p else cause_of(s)}.")
+        if v["waiting_ns"] and v["waiting_ns"] >= v["exposed_transfer_ns"]:
+            findings.append(f"Most of {s}'s exposed communication is waiting for the last member to arrive "
+                            f"({_ms(v['waiting_per_step_ns'])} per rank per step), not transfer: overlap cannot hide "
+                            f"it; a late rank causes it (imbalance: straggler, waits).")
     if per_strategy.get("untagged", {}).get("exposed_ns"):
-        findings.append(f"{per_strategy['untagged']['exposed_ns'] / 1e6:.1f} ms of exposed communication is "
-                        f"untagged (no rule matched it), so it is not graded.")
+        findings.append(f"{_ms(per_strategy['untagged']['exposed_per_step_ns'])} per rank per step of exposed "
+                        f"communication is untagged (no rule matched it), so it is not graded.")
     return worst(statuses), findings

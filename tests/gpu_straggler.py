@@ -170,13 +170,27 @@ def build(doc: dict, stalls: list[dict[int, int]], n_ranks: int) -> list[dict]:
     return docs
 
 
+GROUP_ARGS = ("Seq", "Process Group Name", "Process Group Description", "Process Group Ranks")
+
+
+def strip_metadata(doc: dict) -> dict:
+    """The document as PyTorch 2.0 and older write it: no ``pg_config``/``pg_count`` (world size and rank
+    stay), no ``Seq`` or ``Process Group *`` args on any event."""
+    info = {k: v for k, v in doc["distributedInfo"].items() if k not in ("pg_config", "pg_count")}
+    events = [{**e, "args": {k: v for k, v in e["args"].items() if k not in GROUP_ARGS}}
+              if isinstance(e.get("args"), dict) else e for e in doc["traceEvents"]]
+    return {**doc, "distributedInfo": info, "traceEvents": events}
+
+
 def nccl_kernels(doc: dict) -> list[tuple[int, int]]:
     """(start, end) of each NCCL kernel of a rank's document, in launch order (one per collective)."""
     return [(c["kernel"]["ts"], c["kernel"]["ts"] + c["kernel"]["dur"]) for c in collective_calls(doc["traceEvents"])]
 
 
-def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, doc: dict | None = None):
-    """Write rank<r>.json.gz for r in 0..n_ranks-1 into ``out``.
+def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, doc: dict | None = None,
+              metadata: bool = True):
+    """Write rank<r>.json.gz for r in 0..n_ranks-1 into ``out`` (without process-group metadata,
+    ``strip_metadata``, when ``metadata`` is false).
 
     Returns the paths and, per rank, its NCCL kernels' (start, end) in launch order, read from the
     documents as written (plain json, not traceparse).
@@ -184,6 +198,7 @@ def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, doc: di
     out.mkdir(parents=True, exist_ok=True)
     paths, kernels = [], {}
     for r, d in enumerate(build(doc or load_source(), stalls, n_ranks)):
+        d = d if metadata else strip_metadata(d)
         p = out / f"rank{r}.json.gz"
         p.write_bytes(gzip.compress(json.dumps(d).encode(), compresslevel=1))
         paths.append(p)

@@ -158,7 +158,7 @@ def test_unknown_values_are_left_out_never_zero(doc):
     d["checks"]["overlap"]["per_strategy"]["pp"]["hidden_ns"] = None
     d["summary"]["per_step"][0]["compute_ns"] = None
     d["checks"]["bubble"]["per_stage"][0]["measured"] = None
-    d["checks"]["comm_volume"]["per_strategy"]["pp"]["expected_bytes"] = None
+    d["checks"]["comm_volume"]["per_strategy"]["pp"]["expected_volume_bytes"] = None
     assert {r["part"] for r in rows_of(spec(overlap_per_strategy(d)))} == {"exposed"}
     first = d["summary"]["per_step"][0]
     split = [r for r in rows_of(spec(step_split(d))) if (r["rank"], r["step"]) == (first["rank"], first["step"])]

@@ -306,7 +306,7 @@ def test_unknown_sizes_are_null_in_json(unsized, control):
     assert doc["collectives"]
     per_rank_step = len(doc["run"]["ranks"]) * len(doc["run"]["steps"])
     for row in doc["collectives"]:
-        assert row["bytes_per_rank_per_step"] is None, row
+        assert row["input_bytes_per_rank_per_step"] is None, row
         assert row["ops_without_size"] == round(row["count"] * per_rank_step) > 0, row  # every operation unsized
     for c in doc["summary"]["comm"]:
         assert (c["bytes_in"], c["bytes_out"], c["ops_without_size"]) == (None, None, c["ops"]), c
@@ -315,7 +315,7 @@ def test_unknown_sizes_are_null_in_json(unsized, control):
     cv = doc["checks"]["comm_volume"]
     assert cv["status"] == "not_applicable" and "no strategy has both" in cv["reason"]
     for s, row in cv["per_strategy"].items():
-        assert row["measured_bytes"] is None and row["ratio"] is None and row["status"] == "not_applicable", s
+        assert row["measured_volume_bytes"] is None and row["ratio"] is None and row["status"] == "not_applicable", s
         assert s in cv["reason"]
     # no memory events: no measured peak (the control trace, where the model itself is known)
     f, db = control
@@ -346,9 +346,9 @@ def test_unknown_sizes_print_dash_in_text(unsized):
     assert r.exit_code == 0, r.output
     assert "0.00 MB" not in r.stdout
     coll = _table_rows(r.stdout, "strategy ")
-    assert coll and all(row["bytes"] == "-" and int(row["no size"]) > 0 for row in coll), coll
+    assert coll and all(row["input bytes"] == "-" and int(row["no size"]) > 0 for row in coll), coll
     comm = _table_rows(r.stdout, "op  ")
-    assert comm and all(row["bytes in"] == "-" and row["no size"] == row["ops"] for row in comm), comm
+    assert comm and all(row["input bytes total"] == "-" and row["no size"] == row["ops total"] for row in comm), comm
     assert "comm_volume: not_applicable (no strategy has both" in r.stdout
     assert "memory: not_applicable (" in r.stdout
 
@@ -362,7 +362,7 @@ def test_tags_unknown_sizes(unsized):
     assert doc["untagged"]["all_ops"] == sum(t["ops"] for t in doc["tags"])
     r = invoke("tags", "--db", db, f)
     rows_ = _table_rows(r.stdout, "strategy")
-    assert rows_ and all(row["bytes in"] == "-" for row in rows_), r.stdout
+    assert rows_ and all(row["input bytes total"] == "-" for row in rows_), r.stdout
     assert r.stdout.strip().splitlines()[-1].startswith("untagged: ")
 
 

@@ -80,7 +80,7 @@ def test_run_against_itself_by_paths():
     assert doc["version"] == 1 and doc["verdict"] == "ok" and doc["regressions"] == []
     assert doc["layout_changes"] == [] and doc["base"]["files"] == doc["new"]["files"]
     numeric = [m for m in doc["metrics"] if m["delta"] is not None]
-    assert {m["id"] for m in numeric} >= {"step_time.mean", "step_time.p95", "exposed_comm.dp", "bytes.dp"}
+    assert {m["id"] for m in numeric} >= {"step_time.mean", "step_time.p95", "exposed_comm.dp", "volume.dp"}
     assert all(m["delta"] == 0 for m in numeric)
     assert all(m["base"] == m["new"] and not m["regressed"] for m in doc["metrics"])
 
@@ -91,7 +91,7 @@ def test_run_against_itself_from_stores(db):
     ids = by_id(doc)
     # dp2_tp2 communicates for both of its strategies (truth.json comm), each compared
     for s in {c["strategy"] for c in truth("dp2_tp2")["comm"]}:
-        assert ids[f"exposed_comm.{s}"]["delta"] == 0 and ids[f"bytes.{s}"]["delta"] == 0
+        assert ids[f"exposed_comm.{s}"]["delta"] == 0 and ids[f"volume.{s}"]["delta"] == 0
     assert all(m["base"] == m["new"] and m["delta"] in (0, None) and not m["regressed"] for m in doc["metrics"])
 
 
@@ -159,12 +159,12 @@ def test_more_microbatches_improve_the_bubble(db):
     assert by_id(doc)["bubble"]["delta"] < 0
     # step time, exposed communication and bytes per micro-batch, and said so
     ids = by_id(doc)
-    assert "step_time.mean" not in ids and "bytes.pp" not in ids
+    assert "step_time.mean" not in ids and "volume.pp" not in ids
     assert any("per micro-batch" in n for n in doc["notes"])
     assert ids["step_time.mean_per_microbatch"]["base"] == pytest.approx(mean_step_ns(db(base)) / lb["microbatches"])
     assert ids["step_time.mean_per_microbatch"]["new"] == pytest.approx(mean_step_ns(db(new)) / ln["microbatches"])
     # bytes follow the configuration: the same sends per micro-batch
-    assert ids["bytes.pp_per_microbatch"]["delta"] == pytest.approx(0)
+    assert ids["volume.pp_per_microbatch"]["delta"] == pytest.approx(0)
     r = invoke("--base-db", db(base), "--new-db", db(new))
     assert r.exit_code == 0
     assert r.stdout.splitlines()[0] == f"layout changed: microbatches {lb['microbatches']} -> {ln['microbatches']}"
@@ -234,7 +234,7 @@ def metrics(**values) -> dict:
 
 def test_defaults_cover_every_gated_group():
     t = load_thresholds()
-    assert {"step_time", "exposed_comm", "bubble", "overlap", "imbalance", "bytes"} <= set(t.limits)
+    assert {"step_time", "exposed_comm", "bubble", "overlap", "imbalance", "volume"} <= set(t.limits)
     assert t.floors["exposed_comm"] > 0
 
 

@@ -38,7 +38,7 @@ def expected_groups(recorded) -> set[str]:
     imbalance always, per-strategy groups for each parallel degree above 1, the bubble with a pipeline."""
     layouts = [recorded.truth(name)["layout"] for name, _, _ in recorded.runs]
     strategies = any(lay[k] > 1 for lay in layouts for k in DEGREES)
-    return ({"step_time", "imbalance"} | ({"exposed_comm", "overlap", "bytes"} if strategies else set())
+    return ({"step_time", "imbalance"} | ({"exposed_comm", "overlap", "volume"} if strategies else set())
             | ({"bubble"} if any(lay["pp"] > 1 for lay in layouts) else set()))
 
 

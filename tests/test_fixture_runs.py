@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_repeat_runs import load_paths
 
 from traceparse.tagging.layout import KEYS
 
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.skipif(not NAMES, reason="no generated fixture runs")
 
 @pytest.fixture(scope="module")
 def run(store):
-    return lambda name: (store(RUNS / name), json.loads((RUNS / name / "truth.json").read_text()))
+    """The run's store (its first window for a run profiled in several: tests/test_repeat_runs.py reads them
+    all) and truth.json."""
+    return lambda name: (store(*load_paths(name)), json.loads((RUNS / name / "truth.json").read_text()))
 
 
 def per_step(con, truth, columns):

@@ -98,13 +98,23 @@ def expected_calls(truth, rank):
 
 
 def check_run(run_dir: Path):
+    """Every window's traces (one window, rank<r>.json.gz, unless truth.json lists several: a repeating
+    profiler schedule, rank<r>.step<k>.json.gz) against truth.json."""
     truth = json.loads((run_dir / "truth.json").read_text())
     ws = truth["world_size"]
-    assert sorted(p.name for p in run_dir.glob("rank*.json.gz")) == sorted(
-        f"rank{r}.json.gz" for r in range(ws))
-    for rank in range(ws):
-        steps, info = load_calls(run_dir / f"rank{rank}.json.gz")
+    windows = truth.get("windows") or [{"steps": None, "files": [f"rank{r}.json.gz" for r in range(ws)]}]
+    assert sorted(p.name for p in run_dir.glob("rank*.json.gz")) == sorted(f for w in windows for f in w["files"])
+    for w in windows:
+        check_window(run_dir, truth, w)
+
+
+def check_window(run_dir: Path, truth: dict, window: dict):
+    ws = truth["world_size"]
+    for rank, name in enumerate(window["files"]):
+        steps, info = load_calls(run_dir / name)
         assert len(steps) == truth["profiled_steps"], (rank, list(steps))
+        if window["steps"] is not None:
+            assert sorted(steps) == sorted(f"ProfilerStep#{n}" for n in window["steps"]), (name, list(steps))
         assert info.get("rank") == rank and info.get("world_size") == ws
         exp = expected_calls(truth, rank)
         for step, got in steps.items():

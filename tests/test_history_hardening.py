@@ -309,13 +309,13 @@ def test_the_dashboard_logs_no_warning_in_chromium(tmp_path, good_history, ddp2_
 
 # --- 7. a misspelt threshold ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("key", ["step_time.maen", "bytes.untagged", "overlap.dp_per_microbatch", "bubble.x"])
+@pytest.mark.parametrize("key", ["step_time.maen", "volume.untagged", "overlap.dp_per_microbatch", "bubble.x"])
 def test_a_threshold_for_no_metric_is_refused_with_the_valid_ones(key, tmp_path, good_history):
     out = tmp_path / "out"
     r = run_cli("compare", DDP2, DDP2, "--threshold", f"{key}=5%", "-o", out)
     assert r.exit_code == 2, r.output
     one_line_error(r.stderr, "--threshold", f"no gated metric group or id '{key}'", "step_time.mean",
-                   "exposed_comm.dp", "bytes.dp")
+                   "exposed_comm.dp", "volume.dp")
     hist = tmp_path / "h.duckdb"
     hist.write_bytes(good_history)
     r = run_cli("dashboard", hist, "--threshold", f"{key}=5%", "-o", out)
@@ -327,7 +327,7 @@ def test_a_threshold_for_no_metric_is_refused_with_the_valid_ones(key, tmp_path,
 def test_thresholds_for_real_ids_are_taken():
     from traceparse.compare import load_thresholds
 
-    keys = ["step_time.mean", "step_time.mean_per_microbatch", "exposed_comm.untagged", "overlap.dp", "bytes.ep",
+    keys = ["step_time.mean", "step_time.mean_per_microbatch", "exposed_comm.untagged", "overlap.dp", "volume.ep",
             "imbalance.max_over_mean", "bubble"]
     assert set(load_thresholds([f"{k}=5%" for k in keys]).limits) >= set(keys)
 

@@ -5,17 +5,24 @@ Over every fixture run and every bundled public GPU trace:
 - communication time per rank: summary.per_rank vs overlap.per_rank;
 - per-strategy communication time sums to the per-rank total plus the time strategies communicate at
   once (overlap.concurrent_ns, counted by each), and untagged time is one of the strategies;
-- the heavy pipeline stage: bubble.bottleneck_stage vs imbalance.heavy_stage.
+- the heavy pipeline stage: bubble.bottleneck_stage vs imbalance.heavy_stage;
+- the input bytes of the collectives and the notes' communication volume (all-reduce 2x): each under its own name
+  in the JSON, the text report, the page and compare's metrics (volume.<strategy>), every volume finding quoting
+  the text report's volume table, the input bytes of a strategy equal in the collectives and the check;
+- comm %: the communication inside the step windows over the windows' length, never above 100%.
 """
 
+import re
 from pathlib import Path
 
 import pytest
+from test_repeat_runs import windowed
 
 from traceparse.document import document
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = sorted(p for p in (ROOT / "fixtures" / "runs").iterdir() if p.is_dir())
+# a run profiled in several windows is read window by window (tests/test_repeat_runs.py), not as one folder
+RUNS = sorted(p for p in (ROOT / "fixtures" / "runs").iterdir() if p.is_dir() and not windowed(p))
 PUBLIC = sorted((ROOT / "fixtures" / "public").rglob("*.json.gz"))
 
 
@@ -69,3 +76,145 @@ def test_one_number_per_quantity(doc, path):
             assert stage["compute_ns"] == imbalance[stage["rank"]]["compute_ns"], f"rank {stage['rank']}"
         assert bubble["bottleneck_stage"] == checks["imbalance"]["heavy_stage"]
         assert bubble["bottleneck_over_mean"] == checks["imbalance"]["heavy_stage_over_mean"]
+
+
+# --- the bytes of the collectives (input bytes) and the notes' communication volume: two names, one value each ---
+
+VOLUME_FINDING = re.compile(
+    r"^(?P<s>\w+) \((?P<variant>[^)]*)\): volume \(notes' count: all-reduce 2x\) (?P<measured>[\d.,]+ (?:B|kB|MB|GB)) "
+    r"per rank per step(?: \(measured leaves out \d+ operations without a size\))?, expected "
+    r"(?P<expected>[\d.,]+ (?:B|kB|MB|GB)) \(.*\), (?P<ratio>[\d.]+)x: ")
+
+
+def text_table(text: str, title_start: str) -> list[dict]:
+    """The rows of the text report's table under the line starting with ``title_start``, as {header: cell}; the
+    columns are cut where the dash line under the header puts them (a cell may be empty or hold spaces)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(title_start))
+    header, dashes = lines[at + 1], lines[at + 2]
+    spans = [m.span() for m in re.finditer(r"-+", dashes)]
+    names = [header[a:b].strip() for a, b in spans]
+    out = []
+    for line in lines[at + 3:]:
+        if not line.strip() or len(line) < spans[-1][0]:
+            break
+        out.append({n: line[a:b].strip() for n, (a, b) in zip(names, spans, strict=True)})
+    return out
+
+
+@pytest.mark.parametrize("path", RUNS + PUBLIC, ids=lambda p: p.name.split(".")[0] if p.suffix == ".gz" else p.name)
+def test_input_bytes_and_volume_keep_their_names_and_values(doc, path):
+    """The collectives' input bytes and the notes' volume (all-reduce 2x): each under its own name in the JSON, the
+    text report and compare's metrics, every volume finding quoting the volume table, the input bytes of a strategy
+    the same in the collectives and the comm_volume check."""
+    from traceparse.report.text import render, size
+    from traceparse.run_metrics import run_metrics
+
+    d = doc(path)
+    text = render(d)
+    cv = d["checks"]["comm_volume"]
+    per = cv.get("per_strategy") or {}
+
+    # JSON: the input bytes of the collectives, the volume of comm_volume; never the old ambiguous keys
+    for row in d["collectives"]:
+        assert "input_bytes_per_rank_per_step" in row and "bytes_per_rank_per_step" not in row
+    for s, v in per.items():
+        assert {"input_bytes", "measured_volume_bytes", "expected_volume_bytes"} <= set(v), s
+        assert not {"measured_bytes", "expected_bytes"} & set(v), s
+        rows = [r["input_bytes_per_rank_per_step"] for r in d["collectives"] if r["strategy"] == s]
+        known = [b for b in rows if b is not None]
+        if v["input_bytes"] is None:
+            assert not known, s
+        else:  # the collectives round each row to whole bytes
+            assert sum(known) == pytest.approx(v["input_bytes"], abs=len(rows)), s
+    assert all("notes_bytes" not in r and "volume_bytes" in r for r in cv.get("per_op") or [])
+
+    # text: the collectives table says input bytes; the volume table says volume, with both columns
+    if d["collectives"]:
+        assert "input bytes" in text_table(text, "collectives per rank per step")[0]
+    if per:
+        table = {r["strategy"]: r for r in text_table(text, "communication volume per rank per step")}
+        assert "volume (notes' count: all-reduce 2x)" in text
+        for s, v in per.items():
+            assert (table[s]["input bytes"], table[s]["volume"], table[s]["expected volume"]) == (
+                size(v["input_bytes"]), size(v["measured_volume_bytes"]), size(v["expected_volume_bytes"])), s
+
+    # every finding of the check quotes the table's numbers under the same name
+    flagged = {s for s, v in per.items() if v["status"] in ("warn", "fail")}
+    quoted = set()
+    for f in cv["findings"]:
+        m = VOLUME_FINDING.match(f)
+        assert m, f
+        s = m["s"]
+        quoted.add(s)
+        assert (m["measured"], m["expected"]) == (table[s]["volume"], table[s]["expected volume"]), f
+        assert f"{m['ratio']}x" == table[s]["ratio"] == f"{per[s]['ratio']:.2f}x", f
+        assert m["variant"] == per[s]["variant"], f
+    assert quoted == flagged
+
+    # compare's metric of the volume is volume.<strategy>, the check's measured volume
+    metrics = run_metrics(d)
+    assert not [i for i in metrics if i.startswith("bytes.")]
+    for s, v in per.items():
+        if v["measured_volume_bytes"] is not None:
+            assert metrics[f"volume.{s}"].value == v["measured_volume_bytes"], s
+
+
+@pytest.mark.parametrize("path", RUNS + PUBLIC, ids=lambda p: p.name.split(".")[0] if p.suffix == ".gz" else p.name)
+def test_comm_share_is_taken_over_one_window(doc, path):
+    """comm %: the communication inside the step windows over the windows, never above 100%, while the comm total
+    (what the steps launched, also where it runs past them) may exceed the windows."""
+    for r in doc(path)["summary"]["per_rank"]:
+        if r["window_ns"] is None:
+            continue
+        assert 0 <= r["comm_in_window_ns"] <= r["window_ns"], r
+        assert r["comm_fraction"] == round(r["comm_in_window_ns"] / r["window_ns"], 4) <= 1, r
+
+
+def test_comm_share_of_a_gpu_running_behind_its_cpu(doc):
+    """The MI300 trace: its communication kernels execute up to 38 ms after the step that launched them ended; the
+    comm total (72 ms) exceeds the windows (49 ms), the share of the windows spent communicating does not (82%,
+    the busy share of the communication stream)."""
+    from traceparse.report.text import render
+
+    path = ROOT / "fixtures" / "public" / "tracelens" / "mi300_resnet_ddp_rank0.json.gz"
+    d = doc(path)
+    (r,) = d["summary"]["per_rank"]
+    assert r["comm_ns"] > r["window_ns"]  # comm total: launched in the steps, executing past them
+    assert r["comm_fraction"] == 0.8242
+    (row,) = text_table(render(d), "per rank: totals over its step windows")
+    assert row["comm %"] == "82.4%" and row["comm total"] == "71.517 ms" and row["comm in windows"] == "40.088 ms"
+
+
+HTML_RUNS = ["zero1_dp4", "dp2_tp2_sp", "ddp4"]
+
+
+@pytest.mark.parametrize("name", HTML_RUNS)
+def test_html_names_the_volume_and_agrees_with_the_text_and_compare(doc, name):
+    """The page: the volume chart titled and labelled as the volume, its bars the check's numbers; the overlap chart
+    per rank per step, as compare's exposed_comm.<strategy>; the findings and the text report with both names."""
+    import html as markup
+
+    from traceparse.report.charts import charts
+    from traceparse.report.charts.comm import VOLUME_AXIS, VOLUME_TITLE
+    from traceparse.report.html import render_html
+    from traceparse.run_metrics import run_metrics
+
+    d = doc(ROOT / "fixtures" / "runs" / name)
+    page = markup.unescape(render_html(d))
+    assert "input bytes" in page and "volume (notes' count: all-reduce 2x)" in page
+    for f in d["checks"]["comm_volume"]["findings"]:
+        assert f in page
+    made = charts(d)
+    volume = made["volume"][0].to_dict()
+    assert volume["title"] == VOLUME_TITLE and volume["encoding"]["y"]["title"] == VOLUME_AXIS
+    bars = {(r["strategy"], r["kind"]): r["MB"] for r in volume["data"]["values"]}
+    per = d["checks"]["comm_volume"]["per_strategy"]
+    for s, v in per.items():
+        assert bars[(s, "measured")] * 1e6 == pytest.approx(v["measured_volume_bytes"]), s
+    metrics = run_metrics(d)
+    overlap = made["overlap"][0].to_dict()
+    assert "per rank per step" in overlap["encoding"]["x"]["title"]
+    for r in overlap["data"]["values"]:
+        if r["part"] == "exposed":
+            assert r["ms"] * 1e6 == pytest.approx(metrics[f"exposed_comm.{r['strategy']}"].value), r

@@ -67,9 +67,9 @@ def check_plugin_run(doc, t):
     for s, row in per_strategy.items():
         if s == "dp" and t["layout"]["ep"] > 1:  # experts are not in the dp gradient: Phi_dp from the trace
             dense = sum(r["count"] * r["bytes_in"] for r in t["comm"] if r["strategy"] == "dp") / t["world_size"]
-            assert row["expected_bytes"] == 2 * dense and row["source"]["Phi_dp"] == "trace"
+            assert row["expected_volume_bytes"] == 2 * dense and row["source"]["Phi_dp"] == "trace"
             continue
-        assert row["expected_bytes"] == pytest.approx(formula(t, s), rel=1e-12), s
+        assert row["expected_volume_bytes"] == pytest.approx(formula(t, s), rel=1e-12), s
         assert set(row["source"].values()) == {"metadata"}, (s, row["source"])
     if t["layout"]["ep"] == 1:
         memory = doc["checks"]["memory"]

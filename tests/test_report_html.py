@@ -49,7 +49,7 @@ def sections_with_data(doc) -> set:
         "bubble": any(s["measured"] is not None for s in c["bubble"].get("per_stage") or []),
         "overlap": any(v.get("hidden_ns") is not None or v.get("exposed_ns") is not None
                        for v in (c["overlap"].get("per_strategy") or {}).values()),
-        "volume": any(v.get("measured_bytes") is not None or v.get("expected_bytes") is not None
+        "volume": any(v.get("measured_volume_bytes") is not None or v.get("expected_volume_bytes") is not None
                       for v in (c["comm_volume"].get("per_strategy") or {}).values()),
     }
     return {k for k, v in has.items() if v}

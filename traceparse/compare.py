@@ -19,6 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
 
+from . import stats
 from .errors import TraceError
 from .run_identity import rank_list
 from .tagging.layout import KEYS as LAYOUT_KEYS
@@ -28,6 +29,8 @@ VERSION = 1
 THRESHOLDS_FILE = "compare_thresholds.toml"
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
 STRAGGLER = "imbalance.straggler"
+STRETCH = "imbalance.stretch"  # host contention: explains a slower step, never gated itself
+CONTENDED = ("step_time", "exposed_comm")  # what host contention stretches
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class Thresholds:
 def gated_keys() -> tuple[list[str], list[str]]:
     """The metric groups and the per-step ids a threshold may be given for: not layout, not the straggler rank."""
     groups = [g for g in GROUPS if g != "layout"]
-    return groups, [i for i in metric_ids() if i.split(".", 1)[0] in groups and i != STRAGGLER and i not in groups]
+    return groups, [i for i in metric_ids() if i.split(".", 1)[0] in groups and i not in (STRAGGLER, STRETCH)
+                    and i not in groups]
 
 
 def parse_limit(key: str, value, where: str) -> Limit:
@@ -159,7 +163,7 @@ def compare_metrics(base: dict[str, Metric], new: dict[str, Metric], thresholds:
         m = n or b
         if m.group in PER_STEP_GROUPS and k.endswith(PER_MICROBATCH) != per_mb:
             continue  # the per-step metric, or its per-micro-batch version: one of them is compared
-        rows.append(_row(m, b, n, thresholds, new, per_mb))
+        rows.append(_row(m, b, n, thresholds, base, new, per_mb))
     regressions = [{"id": r["id"], "note": r["note"]} for r in rows if r["regressed"]]
     return {"version": VERSION, "layout_changes": changes, "notes": notes, "metrics": rows,
             "regressions": regressions, "verdict": "regressed" if regressions else "ok"}
@@ -196,12 +200,13 @@ def _notes(changes, m_base, m_new, per_mb) -> list[str]:
     return notes
 
 
-def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, new: dict, per_mb: bool) -> dict:
+def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, base: dict, new: dict,
+         per_mb: bool) -> dict:
     limit = thresholds.limit(m) if m.better else None
     row = {"id": m.id, "group": m.group, "unit": m.unit, "better": m.better,
            "base": None if b is None else b.value, "new": None if n is None else n.value,
            "delta": None, "relative": None, "threshold": limit.text if limit else None,
-           "threshold_key": limit.key if limit else None, "regressed": False, "note": ""}
+           "threshold_key": limit.key if limit else None, "p": None, "regressed": False, "note": ""}
     if m.id == STRAGGLER:
         row["regressed"], row["note"] = _straggler(row["base"], row["new"])
         return row
@@ -225,12 +230,41 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
         row["note"] = (per + f"worse, not gated: under {thresholds.floors[m.group]:.0%} of the step time "
                        f"([floor] {m.group})")
     elif limit.exceeded(b.value, delta):
-        row["regressed"] = True
         by = f"{abs(row['relative']):.1%}" if row["relative"] is not None else "from 0"
         row["note"] = per + f"worse by {by if limit.relative else _plain(abs(delta))}, over {limit.text} ({limit.key})"
+        noise = _noise(b, n)
+        row["regressed"] = noise is None or noise["p"] <= stats.ALPHA
+        if noise is not None:
+            row["p"] = round(noise["p"], 6)
+            row["note"] += (f"; beyond the step-to-step variation (p = {noise['p']:.2g})" if row["regressed"] else
+                            f", but within the step-to-step variation (p = {noise['p']:.2g} over "
+                            f"{len(b.samples)} and {len(n.samples)} steps): not gated")
+        busier = _busier(base, new, limit) if row["regressed"] and m.group in CONTENDED else None
+        if busier:
+            row["regressed"], row["note"] = False, row["note"] + f"; {busier}: not gated"
     else:
         row["note"] = per + f"worse, within {limit.text} ({limit.key})"
     return row
+
+
+def _busier(base: dict, new: dict, limit: Limit) -> str | None:
+    """Why a slower step is the host's doing, or None: NEW's ops ran longer against their fastest (the compute
+    floor: the work) than BASE's by more than the step time's own threshold, i.e. more contention."""
+    b, n = _value(base, STRETCH), _value(new, STRETCH)
+    margin = limit.value if limit.relative else 0.15  # an absolute threshold: the default step_time's 15%
+    if not _numeric(b) or not _numeric(n) or not b or n / b - 1 <= margin:
+        return None
+    return (f"the host was busier: the same ops ran {n:.2f}x their fastest in NEW against {b:.2f}x in BASE "
+            f"({STRETCH})")
+
+
+def _noise(b: Metric, n: Metric) -> dict | None:
+    """How likely the change is from step-to-step variation alone (traceparse.stats.mean_difference, one-sided in
+    the metric's worse direction), when both runs give the metric per step (two steps or more each)."""
+    if not b.samples or not n.samples or len(b.samples) < 2 or len(n.samples) < 2:
+        return None
+    a, c = (b.samples, n.samples) if n.better == "lower" else (n.samples, b.samples)
+    return stats.mean_difference(list(a), list(c))
 
 
 def _numeric(v) -> bool:

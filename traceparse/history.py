@@ -10,7 +10,9 @@ Tables (plain DuckDB: ``duckdb HISTORY "SELECT labels['job'], ... FROM runs"`` r
   text (``label_key()``), ``files`` the trace files, ``version`` traceparse's, ``report`` the absolute
   path of the report written with the run (``analyze -o``) or NULL.
 - ``metrics(run_id, id, "group", value, text_value, unit, better)``: one row per metric of a run; a
-  number in ``value`` (DOUBLE), a categorical value (a pipeline schedule) in ``text_value``.
+  number in ``value`` (DOUBLE), a categorical value (a pipeline schedule) in ``text_value``. Ids recorded
+  under an older name are read under the current one (``run_metrics.current_id``: ``bytes.<strategy>`` ->
+  ``volume.<strategy>``), so a history keeps its series across the rename.
 
 A run is compared with the previous run of its series (``series``): the runs with the same labels, the
 commit aside, or the label keys the dashboard is given (``--series-by``).
@@ -42,7 +44,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import TraceError, shown
-from .run_metrics import Metric, run_metrics
+from .run_metrics import Metric, current_id, run_metrics
 from .store.query import damaged
 
 FORMAT = "traceparse history"
@@ -245,6 +247,7 @@ def read(path, wait_s: float | None = None) -> History:
             m = dict(zip(METRIC_COLUMNS, r, strict=True))
             text_value = m.pop("text_value")
             m["value"] = text_value if text_value is not None else _number(m["value"], m["unit"])
+            m["id"], m["group"] = current_id(m["id"]), current_id(m["group"])  # bytes.<s>, recorded before: volume.<s>
             metrics.append(m)
     return History(runs, metrics)
 

@@ -19,11 +19,18 @@ METRICS = {
         "busy fraction = busy time / profiled window",
     ),
     "comm_time": (
-        "Time in communication",
-        "per step window, the length of the union of the rank's counted comm_intervals anchored in it (each "
-        "operation's execution: kernels, gloo worker annotation, custom kernel; its CPU call when no execution is "
-        "known), summed over the windows (window_totals.comm_ns); the same number as overlap.per_rank[].comm_ns",
-        "comm fraction = time in communication / profiled window",
+        "Time in communication: comm total, comm in windows, comm %",
+        "comm total (summary.per_rank[].comm_ns): per step window, the length of the union of the rank's counted "
+        "comm_intervals anchored in it (each operation's execution: kernels, gloo worker annotation, custom kernel; "
+        "its CPU call when no execution is known; a kernel anchored by its launch), summed over the windows "
+        "(window_totals.comm_ns); the same number as overlap.per_rank[].comm_ns. It counts what the steps launched "
+        "whole, also where it executes after the step's end (a GPU running behind its CPU), so it can exceed the "
+        "windows' length. comm in windows (comm_in_window_ns): the length of the union of all the rank's counted "
+        "comm_intervals, whatever step launched them, clipped to its step windows: the time inside the windows "
+        "during which the rank communicates",
+        "comm % (comm_fraction) = comm in windows / profiled window (the windows' total length): numerator and "
+        "denominator over the same windows, so never above 100% (it was comm total / profiled window, 147% on a "
+        "GPU trace whose kernels ran 30 ms behind their launches)",
     ),
     "compute_time": (
         "Compute time",
@@ -55,12 +62,15 @@ METRICS = {
     "comm_ops": (
         "Communication operations",
         "rows of comm_ops: one per collective or point-to-point call per rank, however many events show it",
-        "counted per rank over the profiled steps",
+        "communication by op: totals over all ranks and the whole trace (ops total, input bytes total, time total: "
+        "execution, else the CPU call); per rank, comm ops total: the operations with a counted interval anchored in "
+        "the rank's step windows",
     ),
     "top_kernels": (
         "Heaviest kernels / ops",
-        "total duration of GPU kernels by name; on CPU-only traces, total inclusive duration of cpu_op events by name",
-        "share = total / sum over all names of the same kind",
+        "total duration of GPU kernels by name; on CPU-only traces, total inclusive duration of cpu_op events by name; "
+        "calls total and time total over all ranks and the whole trace",
+        "share = time total / sum over all names of the same kind",
     ),
     "layout": (
         "Inferred layout",
@@ -106,7 +116,8 @@ METRICS = {
     ),
     "whatif": (
         "Forecast of another layout of the same model (traceparse whatif)",
-        "bytes_per_rank_per_step[strategy] = the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
+        "bytes_per_rank_per_step[strategy] = the communication volume (notes' count: all-reduce 2x; traceparse "
+        "explain volume) by the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
         "m and v and the measured Phi (x measured tp pp / target tp pp x target layers / measured layers), delta, "
         "b S H, layers; memory_per_device_bytes = the ZeRO table (docs/parallelism.md 3.1) with the target's N_DP "
         "and stage + activation_bytes (null without memory events) = the micro-batches the target's order holds "
@@ -138,16 +149,26 @@ METRICS = {
         "dp x tp x pp of the world size (cp, sp, ep as measured), every ZeRO stage where dp > 1, 1F1B with m = "
         "max(m, N_PP) and interleaved v = 2 where the layers divide into 2 N_PP chunks; excluded when TP > "
         "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory",
-        "step_time_ns, compute_ns, exposed_comm_ns, other_ns per rank per step; bytes per rank per step; memory per "
+        "step_time_ns, compute_ns, exposed_comm_ns, other_ns per rank per step; volume per rank per step; memory per "
         "device; bubble a "
         "fraction of the step; every input with its source in inputs and measured",
     ),
     "collectives": (
         "Collectives per rank per step",
-        "comm_ops grouped by (strategy, variant, op): count, input bytes and time (execution, else the CPU call) "
-        "summed over the profiled steps; bytes are null when no operation of the group has a size, else the "
-        "known sum, with ops_without_size saying how many are left out",
+        "comm_ops grouped by (strategy, variant, op): count, input bytes (input_bytes_per_rank_per_step; traceparse "
+        "explain input_bytes) and time (execution, else the CPU call) summed over the profiled steps; input bytes are "
+        "null when no operation of the group has a size, else the known sum, with ops_without_size saying how many "
+        "are left out",
         "divided by (ranks x profiled steps); without steps, by ranks",
+    ),
+    "input_bytes": (
+        "Input bytes: what the ranks pass to the calls",
+        "comm_ops.bytes_in: the bytes of the tensor a rank passes to a collective or send (all-gather: its shard; "
+        "reduce-scatter and all-reduce: the full tensor), each call counted once. The collectives table's 'input "
+        "bytes' (input_bytes_per_rank_per_step) and comm_volume.per_strategy[].input_bytes per rank per step; the "
+        "summary's 'input bytes total' and traceparse tags' over all ranks and the whole trace. Not the "
+        "communication volume (traceparse explain volume): an all-reduce's volume is twice its input bytes",
+        "per rank per profiled step where the column says so, else a total (the column says 'total')",
     ),
     "untagged": (
         "Untagged communication",
@@ -170,11 +191,23 @@ METRICS = {
         "step) windows",
         "ns per rank per step; lower is better",
     ),
-    "bytes": (
-        "Bytes per strategy: bytes.<strategy>",
-        "comm_volume.per_strategy[<strategy>].measured_bytes: the bytes a rank sends for the strategy per profiled "
-        "step in the notes' metric (traceparse explain comm_volume), averaged over the loaded ranks",
+    "volume": (
+        "Communication volume per strategy: volume.<strategy> (volume (notes' count: all-reduce 2x))",
+        "comm_volume.per_strategy[<strategy>].measured_volume_bytes: the bytes a rank sends for the strategy per "
+        "profiled step in the notes' count (docs/parallelism.md 2: all-reduce 2 x its size, reduce-scatter, "
+        "all-gather, all-to-all and broadcast the full size, send the size, recv 0; traceparse explain "
+        "comm_volume), averaged over the loaded ranks; what the notes' formulas predict. Not the input bytes of the "
+        "collectives table (traceparse explain input_bytes): a DDP run's volume is twice its input bytes. Named "
+        "bytes.<strategy> before: a history recorded then is read, and --threshold bytes=... taken, as volume",
         "bytes per rank per step; lower is better",
+    ),
+    "bytes": (
+        "Which bytes: two quantities, two names",
+        "input bytes (traceparse explain input_bytes): what the ranks pass to the calls, each call once, in the "
+        "collectives table; volume (notes' count: all-reduce 2x) (traceparse explain volume): what "
+        "docs/parallelism.md 2's formulas count, in the communication volume table, the comm_volume check, its "
+        "chart and traceparse compare's volume.<strategy> (formerly bytes.<strategy>)",
+        "both per rank per step",
     ),
     "straggler": (
         "Straggler rank: imbalance.straggler",
@@ -184,7 +217,7 @@ METRICS = {
     ),
     "per_microbatch": (
         "Per micro-batch: <id>_per_microbatch",
-        "numerator: a per-step metric (step_time.mean, step_time.p95, exposed_comm.<strategy>, bytes.<strategy>); "
+        "numerator: a per-step metric (step_time.mean, step_time.p95, exposed_comm.<strategy>, volume.<strategy>); "
         "denominator: layout.microbatches, the micro-batches per optimizer step (the pipeline's m, or the "
         "gradient-accumulation passes; traceparse explain layout)",
         "the metric's unit per micro-batch; traceparse compare compares these instead of the per-step metrics when "
@@ -193,7 +226,7 @@ METRICS = {
     ),
     "compare": (
         "Comparison of two runs: traceparse compare BASE NEW",
-        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, bytes; per micro-batch "
+        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, volume; per micro-batch "
         "when the micro-batches per step differ): delta = new - base, relative = delta / base (none when base is "
         "0), its threshold and whether it regressed (traceparse explain regression); layout changes first, a "
         "change of parallel degrees said plainly; a metric of one run only is reported, never a regression",

@@ -126,10 +126,11 @@ def lint(con, layout: dict, stated: dict) -> list[str]:
 
 
 def collectives(con) -> list[dict]:
-    """One row per (strategy, variant, op): counts, bytes and time per rank per profiled step.
+    """One row per (strategy, variant, op): counts, input bytes and time per rank per profiled step.
 
-    Bytes are null when no operation of the row has a known size, else the sum of the known sizes;
-    ``ops_without_size`` counts the operations left out.
+    Input bytes are what the ranks pass to the calls (comm_ops.bytes_in; ``traceparse explain input_bytes``), not
+    the notes' communication volume (comm_volume; ``traceparse explain volume``). They are null when no operation
+    of the row has a known size, else the sum of the known sizes; ``ops_without_size`` counts the operations left out.
     """
     return rows(
         con,
@@ -140,7 +141,7 @@ def collectives(con) -> list[dict]:
         SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
                round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
                -- NULL when no operation has a known size, else the sum of the known ones (ops_without_size: the rest)
-               round(sum(bytes_in) / any_value(n.ranks * n.steps)) AS bytes_per_rank_per_step,
+               round(sum(bytes_in) / any_value(n.ranks * n.steps)) AS input_bytes_per_rank_per_step,
                round(sum(coalesce(exec_dur_ns, host_dur_ns)) / any_value(n.ranks * n.steps)) AS time_per_rank_per_step_ns,
                count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
                any_value(rule_id) AS rule_id

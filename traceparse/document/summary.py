@@ -26,13 +26,23 @@ def load_issues(con) -> list[dict]:
 
 def per_rank(con) -> list[dict]:
     """Per rank: steps, step time, and compute and communication summed over its step windows
-    (the vocabulary's window_totals, the numbers every check uses)."""
+    (the vocabulary's window_totals, the numbers every check uses).
+
+    ``comm_ns`` counts the communication launched in the windows whole, also where it executes after
+    them (a GPU running behind its CPU): it can exceed ``window_ns``. ``comm_fraction`` is therefore
+    taken over one window on both sides: ``comm_in_window_ns``, the time inside the windows during which
+    the rank communicates (the union of all its counted comm_intervals, whatever step launched them,
+    clipped to the windows), over ``window_ns``; never above 1."""
     return rows(
         con,
         """
         WITH wt AS (SELECT rank, sum(window_ns)::BIGINT AS window_ns, sum(compute_ns)::BIGINT AS compute_ns,
                            sum(comm_ns)::BIGINT AS comm_ns
                     FROM window_totals GROUP BY rank),
+        inside AS (SELECT k AS rank, sum(e - s)::BIGINT AS comm_in_window_ns FROM interval_intersect(
+                       'SELECT rank AS k, rank AS g, start_ns AS s, end_ns AS e FROM step_windows',
+                       'SELECT rank AS k, start_ns AS s, end_ns AS e FROM comm_intervals WHERE counted')
+                   GROUP BY k),
         st AS (SELECT rank, count(*) AS steps, avg(dur_ns)::BIGINT AS step_mean_ns, max(dur_ns) AS step_max_ns
                FROM steps GROUP BY rank),
         ops AS (SELECT c.rank, count(*) AS comm_ops, sum(c.bytes_in)::BIGINT AS comm_bytes_in,
@@ -44,8 +54,11 @@ def per_rank(con) -> list[dict]:
                coalesce(ops.comm_ops, 0) AS comm_ops,
                CASE WHEN ops.rank IS NULL THEN 0 ELSE ops.comm_bytes_in END AS comm_bytes_in,
                coalesce(ops.ops_without_size, 0) AS ops_without_size,
-               wt.compute_ns, wt.comm_ns, round(wt.comm_ns / nullif(wt.window_ns, 0), 4) AS comm_fraction
+               wt.compute_ns, wt.comm_ns,
+               CASE WHEN wt.rank IS NOT NULL THEN coalesce(inside.comm_in_window_ns, 0) END AS comm_in_window_ns,
+               round(coalesce(inside.comm_in_window_ns, 0) / nullif(wt.window_ns, 0), 4) AS comm_fraction
         FROM ranks r LEFT JOIN wt USING (rank) LEFT JOIN st USING (rank) LEFT JOIN ops USING (rank)
+        LEFT JOIN inside USING (rank)
         ORDER BY r.rank
         """,
     )

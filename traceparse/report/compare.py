@@ -6,19 +6,20 @@ line), and the verdict. A value the run does not
 give prints as ``-``.
 """
 
-from .text import mb, table
+from .text import size, table
 
 MARK = {"regressed": "❌", "incomplete": "⚠️", "ok": "✅"}
 
 
 def value(v, unit: str) -> str:
-    """A metric value in its unit: ns as ms, bytes as MB, fractions and ratios as numbers, a rank as 'rank N'."""
+    """A metric value in its unit: ns as ms, bytes as the report writes them (text.size: kB, MB, ...), fractions and
+    ratios as numbers, a rank as 'rank N'."""
     if v is None:
         return "-"
     if unit == "ns":
         return f"{v / 1e6:,.3f} ms"
     if unit == "bytes":
-        return mb(v) if abs(v) >= 1e6 else f"{v / 1e3:,.1f} kB"
+        return size(v)
     if unit in ("fraction", "ratio"):
         return f"{v:.3f}"
     if unit == "rank":

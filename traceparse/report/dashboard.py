@@ -23,7 +23,7 @@ TITLES = {
     "bubble": "Pipeline bubble (fraction of the step)",
     "overlap": "Communication hidden under compute (fraction)",
     "imbalance": "Slowest rank's step time over the mean",
-    "bytes": "Bytes per rank per step",
+    "volume": "Communication volume per rank per step (notes' count: all-reduce 2x)",
 }
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
 STYLE = ("<style>.charts{display:flex;flex-wrap:wrap;gap:0 1.5em} .charts .chart{flex:0 0 560px} "

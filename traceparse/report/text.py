@@ -11,9 +11,15 @@ def ms(ns):
     return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
 
 
-def mb(b):
-    """Bytes as MB; ``-`` when unknown."""
-    return "-" if b is None else f"{b / 1e6:,.2f} MB"
+def size(b):
+    """Bytes in decimal units (B, kB, MB, GB; 2 decimals); ``-`` when unknown. The one way a byte count is
+    written in every report and finding, so the same number reads the same everywhere."""
+    if b is None:
+        return "-"
+    for unit, k in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= k:
+            return f"{b / k:,.2f} {unit}"
+    return f"{b:,.0f} B"
 
 
 def pct(x):
@@ -45,32 +51,38 @@ def render(doc: dict) -> str:
         "",
         render_collectives(doc),
         "",
+        render_volume(doc),
+        "",
         render_checks(doc),
         "",
-        "per rank (explain: step_time, profiled_window, compute_time, comm_time)",
+        "per rank: totals over its step windows (explain: step_time, profiled_window, compute_time, comm_time); "
+        "comm total counts the communication the steps launched, also where it runs past them; "
+        "comm % = comm in windows / windows total",
         table(
-            ["rank", "steps", "step mean", "step max", "window", "compute", "comm ops", "comm time", "comm %"],
+            ["rank", "steps", "step mean", "step max", "windows total", "compute total", "comm ops total",
+             "comm total", "comm in windows", "comm %"],
             [[r["rank"], r["steps"], ms(r["step_mean_ns"]), ms(r["step_max_ns"]), ms(r["window_ns"]),
-              ms(r["compute_ns"]), r["comm_ops"], ms(r["comm_ns"]), pct(r["comm_fraction"])] for r in s["per_rank"]],
+              ms(r["compute_ns"]), r["comm_ops"], ms(r["comm_ns"]), ms(r.get("comm_in_window_ns")),
+              pct(r["comm_fraction"])] for r in s["per_rank"]],
         ),
         "",
-        "communication by op (explain: comm_ops)",
+        "communication by op: totals over all ranks and the whole trace (explain: comm_ops)",
         table(
-            ["op", "source", "ops", "ranks", "bytes in", "time", "no size"],
-            [[c["op"], c["source"], c["ops"], c["ranks"], mb(c["bytes_in"]), ms(c["time_ns"]), c["ops_without_size"]]
+            ["op", "source", "ops total", "ranks", "input bytes total", "time total", "no size"],
+            [[c["op"], c["source"], c["ops"], c["ranks"], size(c["bytes_in"]), ms(c["time_ns"]), c["ops_without_size"]]
              for c in s["comm"]],
         ) if s["comm"] else "no communication operations found",
         "",
-        "busy time per thread / stream (explain: busy_time)",
+        "busy time per thread / stream: totals over the rank's profiled span (explain: busy_time)",
         table(
             ["rank", "kind", "pid", "tid", "name", "events", "busy", "busy %"],
             [[b["rank"], b["kind"], b["pid"], b["tid"], (b["thread_name"] or "")[:32], b["events"], ms(b["busy_ns"]),
               pct(b["busy_fraction"])] for b in s["threads"]],
         ),
         "",
-        "heaviest kernels / ops (explain: top_kernels)",
+        "heaviest kernels / ops: totals over all ranks and the whole trace (explain: top_kernels)",
         table(
-            ["name", "kind", "calls", "total", "share", "ranks"],
+            ["name", "kind", "calls total", "time total", "share", "ranks"],
             [[k["name"][:70], k["kind"], k["calls"], ms(k["total_ns"]), pct(k["share"]), k["ranks"]]
              for k in s["top_kernels"]],
         ),
@@ -117,18 +129,43 @@ def _metadata_lines(meta) -> list[str]:
     return [head] + [f"  metadata note: {n}" for n in meta["notes"]]
 
 
+INPUT_BYTES = "input bytes"  # what the ranks pass to the calls (comm_ops.bytes_in): explain input_bytes
+VOLUME = "volume (notes' count: all-reduce 2x)"  # what docs/parallelism.md's formulas count: explain volume
+
+
 def render_collectives(doc) -> str:
     rows = doc["collectives"]
     if not rows:
         return "collectives: none"
     return "\n".join([
-        "collectives per rank per step (explain: collectives)",
+        f"collectives per rank per step (explain: collectives, input_bytes; {INPUT_BYTES}: the tensors passed to the "
+        "calls, not the notes' volume)",
         table(
-            ["strategy", "variant", "op", "count", "bytes", "time", "no size", "rule"],
-            [[r["strategy"], r["variant"] or "", r["op"], r["count"], mb(r["bytes_per_rank_per_step"]),
+            ["strategy", "variant", "op", "count", INPUT_BYTES, "time", "no size", "rule"],
+            [[r["strategy"], r["variant"] or "", r["op"], r["count"], size(r["input_bytes_per_rank_per_step"]),
               ms(r["time_per_rank_per_step_ns"]), r["ops_without_size"], r["rule_id"] or ""] for r in rows],
         ),
         _untagged_line(doc["untagged"]),
+    ])
+
+
+def volume_rows(doc) -> list[list]:
+    """Per strategy of comm_volume: the input bytes beside the volume (the notes' count) measured and expected."""
+    per = doc["checks"]["comm_volume"].get("per_strategy") or {}
+    return [[s, v["variant"] or "", size(v.get("input_bytes")), size(v.get("measured_volume_bytes")),
+             size(v.get("expected_volume_bytes")), "-" if v.get("ratio") is None else f"{v['ratio']:.2f}x", v["status"]]
+            for s, v in per.items()]
+
+
+def render_volume(doc) -> str:
+    """The comm_volume check's numbers, each under the name its finding uses."""
+    rows = volume_rows(doc)
+    if not rows:
+        return "communication volume: no strategy measured (explain: comm_volume)"
+    return "\n".join([
+        f"communication volume per rank per step (explain: volume, comm_volume): {VOLUME} counts an all-reduce's "
+        f"input twice, the other collectives' once, sends once and receives never; {INPUT_BYTES} as above",
+        table(["strategy", "variant", INPUT_BYTES, "volume", "expected volume", "ratio", "status"], rows),
     ])
 
 
@@ -140,10 +177,10 @@ def render_tags(doc) -> str:
     """``traceparse tags``: the tags_document as a table and the untagged line."""
     return "\n".join([
         table(
-            ["strategy", "variant", "op", "rule", "confidence", "ops", "ranks", "a group", "bytes in", "no size",
-             "time"],
+            ["strategy", "variant", "op", "rule", "confidence", "ops total", "ranks", "a group", "input bytes total",
+             "no size", "time total"],
             [[r["strategy"], r["variant"] or "", r["op"], r["rule_id"] or "", r["confidence"] or "", r["ops"],
-              r["ranks"], r["a_group"] or "?", mb(r["bytes_in"]), r["ops_without_size"], ms(r["time_ns"])]
+              r["ranks"], r["a_group"] or "?", size(r["bytes_in"]), r["ops_without_size"], ms(r["time_ns"])]
              for r in doc["tags"]],
         ),
         _untagged_line(doc["untagged"]),

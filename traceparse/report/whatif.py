@@ -30,7 +30,7 @@ def render_whatif(doc: dict) -> str:
              f"({doc['how']['bubble_replay']})",
              f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
              f"  activations: {_bytes(p['activation_bytes'])} ({doc['how']['memory']['activations_source']})",
-             "bytes per rank per step:"]
+             "communication volume per rank per step (notes' count: all-reduce 2x):"]
     for k, b in p["bytes_per_rank_per_step"].items():
         lines.append(f"  {k}: {_bytes(b)}  [{doc['how']['bytes'][k]}]")
     lines.append("exposed communication per step:")

@@ -41,6 +41,22 @@ DeviceMesh), the group is inferred from every signal the traces hold, strongest 
   assignment by the costs above); if the thread ids contradict the other evidence
   (ids wrapped), the threads are decided one by one.
 
+- **The default group, where a rank reports none.** Traces of PyTorch 2.0 and older (and
+  many others) carry no ``pg_config`` and no group on their ops, yet state the world size:
+  the one group that certainly exists is the default group, ranks 0..world_size-1 (named
+  "0"). It is the only candidate of such a rank, judged only when every member is loaded,
+  and a lane is its own only when its whole sequence matches on every (checked) member
+  with no operation lacking a partner, and every member ends the operations with it. The
+  lane is the execution lane: the gloo worker thread, or for NCCL the communication
+  kernels' CUDA stream (a ProcessGroupNCCL communicator runs its collectives on its own
+  stream). One stream per group, so when several NCCL streams of a rank (more than two
+  gloo threads) pass, which one is the default group is unknown and none is resolved; a
+  lane that does not match the whole world stays unresolved too: a subgroup is not
+  guessed (symmetric subgroups, such as TP pairs of data-parallel replicas, run the same
+  sizes at the same time, so the ranks whose lanes carry the same sequence do not name it).
+  Sends and receives are not given it: a subgroup's index of the peer can be its global
+  rank too.
+
 A send or receive names its peer by its index in the group: the group is the one under
 which the peer posts the matching receive (or send) naming this rank back, as many times
 and with the same size; when several groups do and name the same global peer, the
@@ -63,6 +79,7 @@ MAX_MISSING = 0.5          # a candidate where a member lacks partners for more 
 MAX_CHECKED = 16           # members of one candidate group whose sequences are compared with the rank's
 THREADS_PER_GROUP = 2      # gloo: 2 worker threads per device, one device
 TP_LIKE = {"tp", "sp", "cp", "ep"}
+DEFAULT_DESC = "default_pg (inferred: world_size, no pg_config)"
 
 # costs of one thread's candidate groups (lower is better)
 IMPOSSIBLE, INCONSISTENT, SMALLER, LARGEST = 100.0, 3.0, 1.0, 0.0
@@ -78,6 +95,12 @@ def infer_groups(con):
     ).fetchall():
         groups[rank].append(Group(name, desc, tuple(members), axis))
     loaded = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
+    # a rank that reports no group at all: the default group its world size states, when all of it is loaded
+    for rank, world in con.execute(
+        "SELECT rank, world_size FROM ranks WHERE world_size > 1 AND rank NOT IN (SELECT rank FROM process_groups)"
+    ).fetchall():
+        if world <= len(loaded) and set(range(world)) <= loaded and rank < world:
+            groups[rank] = [Group("0", DEFAULT_DESC, tuple(range(world)), None, default=True)]
     # only groups of two or more ranks, all of them loaded, can be judged
     groups = {r: [g for g in gs if len(g.members) > 1 and set(g.members) <= loaded] for r, gs in groups.items()}
     ops = [Op(*row) for row in con.execute(
@@ -85,7 +108,8 @@ def infer_groups(con):
         SELECT c.rank, c.op_id, c.op, c.bytes_in, c.bytes_out, c.in_split, c.group_size, c.peer_in_group,
                c.exec_stream, c.host_ts_ns, c.exec_ts_ns, c.exec_ts_ns + c.exec_dur_ns,
                coalesce(c.exec_ts_ns + c.exec_dur_ns, c.host_ts_ns + c.host_dur_ns),
-               c.group_ranks IS NULL, c.name LIKE '_c10d_functional::%', f.op_id IS NOT NULL
+               c.group_ranks IS NULL, c.name LIKE '_c10d_functional::%', f.op_id IS NOT NULL,
+               c.kernel LIKE 'gloo:%'
         FROM comm_ops c
         LEFT JOIN (SELECT DISTINCT o.rank, o.op_id FROM comm_ops o JOIN events e
                      ON e.rank = o.rank AND e.tid = o.tid AND e.name LIKE 'FSDP::%'
@@ -93,7 +117,8 @@ def infer_groups(con):
                    WHERE o.group_ranks IS NULL) f ON f.rank = c.rank AND f.op_id = c.op_id
         """
     ).fetchall()]
-    todo = [o for o in ops if o.open and len(groups.get(o.rank, ())) > 1]
+    # one candidate suffices only when it is a synthesized default group (judged strictly, _lane_costs)
+    todo = [o for o in ops if o.open and (len(gs := groups.get(o.rank, ())) > 1 or (gs and gs[0].default))]
     if not todo:
         return
     found = {}
@@ -115,16 +140,17 @@ def infer_groups(con):
 
 
 class Group:
-    __slots__ = ("name", "desc", "members", "axis", "order")
+    __slots__ = ("name", "desc", "members", "axis", "order", "default")
 
-    def __init__(self, name, desc, members, axis):
+    def __init__(self, name, desc, members, axis, default=False):
         self.name, self.desc, self.members, self.axis = name, desc, members, axis
+        self.default = default  # synthesized from the world size: the rank reports no group
         self.order = int(name) if isinstance(name, str) and name.isdigit() else None
 
 
 class Op:
     __slots__ = ("rank", "op_id", "op", "bytes_in", "bytes_out", "in_split", "group_size", "peer", "thread",
-                 "issue", "start", "end", "any_end", "open", "wrapped", "fsdp")
+                 "issue", "start", "end", "any_end", "open", "wrapped", "fsdp", "gloo")
 
     def __init__(self, *values):
         for k, v in zip(self.__slots__, values, strict=True):
@@ -168,7 +194,8 @@ def _collectives(ops, todo, groups):
         per_rank[rank][thread] = _lane_costs(rank, items, groups[rank], by_kind, ends, longest)
     found = {}
     for rank, costs in per_rank.items():
-        for thread, (g, how) in _assign(costs, groups[rank]).items():
+        chosen = _default_lanes(costs, lanes, rank) if groups[rank][0].default else _assign(costs, groups[rank])
+        for thread, (g, how) in chosen.items():
             for o in lanes[(rank, thread)]:
                 found[(rank, o.op_id)] = (g, how)
     return found
@@ -193,7 +220,8 @@ def _lane_costs(rank, items, candidates, by_kind, ends, longest):
             r = [p[0] / reach[i] for i, p in enumerate(ps) if p]
             ratio = max(ratio, median(r) if r else float("inf"))
         stats[g] = (missing, ratio)
-    possible = {g: s for g, s in stats.items() if s is not None and s[0] <= MAX_MISSING and s[1] != float("inf")}
+    possible = {g: s for g, s in stats.items()
+                if s is not None and s[0] <= (0.0 if g.default else MAX_MISSING) and s[1] != float("inf")}
     if not possible:
         return {g: (IMPOSSIBLE, "impossible") for g in candidates}
     best_missing = min(s[0] for s in possible.values())
@@ -218,6 +246,20 @@ def _lane_costs(rank, items, candidates, by_kind, ends, longest):
             why += ("; DTensor-wrapped" if wrapped else "; FSDP") + (", as its axis says" if agrees else "")
         out[g] = (cost, why)
     return out
+
+
+def _default_lanes(costs, lanes, rank):
+    """{lane: (group, why)} for a rank whose only candidate is the synthesized default group: the lanes
+    whose whole sequence matches on every member and ends with it (consistent); none when more lanes
+    pass than one group runs on (1 NCCL stream, THREADS_PER_GROUP gloo threads): which is unknown."""
+    passed = {t: g for t, c in costs.items() for g, (cost, _) in c.items() if cost < INCONSISTENT}
+    gloo = all(o.gloo for t in passed for o in lanes[(rank, t)])
+    if len(passed) > (THREADS_PER_GROUP if gloo else 1):
+        return {}
+    lane = "gloo worker thread" if gloo else "NCCL stream"
+    how = (f"inferred: default group (world_size, no pg_config), the sequence on its {lane} matches every "
+           "member and ends with it")
+    return {t: (g, how) for t, g in passed.items()}
 
 
 def _checked(g, rank):
@@ -311,7 +353,7 @@ def _point_to_point(ops, todo, groups):
         matches = []
         for g in groups[o.rank]:
             members = g.members
-            if o.rank not in members or o.peer >= len(members) or members[o.peer] == o.rank:
+            if g.default or o.rank not in members or o.peer >= len(members) or members[o.peer] == o.rank:
                 continue
             key = (members[o.peer], P2P[o.op], members.index(o.rank), o.bytes_in)
             if posted[key] == mine:

@@ -363,6 +363,35 @@ VOCABULARY = {
             ("strategy", "VARCHAR", "comm_ops.strategy, 'untagged' when no rule matched"),
             ("comm_ns", "BIGINT", "length of the union of the strategy's counted comm_intervals in the window"),
             ("hidden_ns", "BIGINT", "length of their intersection with the union of the rank's compute_intervals"),
+            ("waiting_ns", "BIGINT", "of the exposed part (comm_ns - hidden_ns), the time inside the strategy's "
+             "collective_arrivals waits (arrival_ns to last_arrival_ns): waiting for the last member to arrive; "
+             "the rest of the exposed time is transfer"),
+        ],
+    ),
+    "collective_arrivals": (
+        "Vocabulary: each collective matched across the members of its group, one row per member. A collective "
+        "(all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, gather, scatter, barrier) of a "
+        "group of two or more ranks, all loaded, is matched by comm_ops.seq when it has one, else by its order "
+        "among the rank's operations of that group in the same profiler step (the whole trace without steps); "
+        "it is matched when every member has exactly one operation under that key, all of one kind. Arrival: "
+        "the execution start when every member has one (GPU: the first communication kernel; gloo: the worker "
+        "annotation), else the CPU call's start when every member has one; ranks share one clock.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("op_id", "BIGINT", "comm_ops.op_id"),
+            ("op", "VARCHAR", "comm_ops.op"),
+            ("strategy", "VARCHAR", "comm_ops.strategy, 'untagged' when no rule matched"),
+            ("step", "BIGINT", "comm_ops.step"),
+            ("group_ranks", "INTEGER[]", "the group's global ranks, sorted"),
+            ("matched_by", "VARCHAR", "'seq' or 'order' (position among the group's operations in the step)"),
+            ("match_key", "VARCHAR", "the key shared by the members' copies: group, then seq or step and position"),
+            ("basis", "VARCHAR", "'execution' or 'call': which start is the arrival"),
+            ("arrival_ns", "BIGINT", "this member's arrival"),
+            ("last_arrival_ns", "BIGINT", "the latest arrival of the collective's members"),
+            ("second_arrival_ns", "BIGINT", "the latest arrival among the other members than the last one"),
+            ("wait_ns", "BIGINT", "last_arrival_ns - arrival_ns: how long this member waited for the last one"),
+            ("lateness_ns", "DOUBLE", "arrival_ns - the mean arrival of the members"),
+            ("is_last", "BOOLEAN", "arrived strictly last (a tie makes no one last)"),
         ],
     ),
 }

@@ -133,8 +133,67 @@ LEFT JOIN compute c ON c.rank = w.rank AND c.step IS NOT DISTINCT FROM w.step
 LEFT JOIN comm m ON m.rank = w.rank AND m.step IS NOT DISTINCT FROM w.step
 LEFT JOIN hidden h ON h.rank = w.rank AND h.step IS NOT DISTINCT FROM w.step;
 
+-- collective_arrivals: each collective matched across its group's members (comments in schema.py).
+INSERT INTO collective_arrivals
+WITH c AS (
+    SELECT rank, op_id, op, coalesce(strategy, 'untagged') AS strategy, step, list_sort(group_ranks) AS g,
+           CASE WHEN seq IS NOT NULL THEN 'seq' ELSE 'order' END AS matched_by,
+           list_sort(group_ranks)::VARCHAR || CASE WHEN seq IS NOT NULL THEN ' seq ' || seq
+               ELSE ' step ' || coalesce(step::VARCHAR, '-') || ' #' || row_number() OVER (
+                   PARTITION BY rank, list_sort(group_ranks), seq IS NULL, step
+                   ORDER BY coalesce(host_ts_ns, exec_ts_ns), op_id) END AS match_key,
+           host_ts_ns, exec_ts_ns
+    FROM comm_ops
+    WHERE op IN ('all_reduce', 'reduce_scatter', 'all_gather', 'all_to_all', 'broadcast', 'reduce', 'gather',
+                 'scatter', 'barrier')
+      AND len(group_ranks) >= 2 AND list_contains(group_ranks, rank)
+      AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
+),
+m AS (
+    SELECT match_key, count(*) AS n, count(DISTINCT rank) AS members, count(DISTINCT op) AS kinds,
+           count(exec_ts_ns) AS n_exec, count(host_ts_ns) AS n_host, any_value(len(g)) AS size
+    FROM c GROUP BY match_key
+),
+a AS (
+    SELECT c.*, CASE WHEN m.n_exec = m.n THEN 'execution' ELSE 'call' END AS basis,
+           CASE WHEN m.n_exec = m.n THEN c.exec_ts_ns ELSE c.host_ts_ns END AS arrival_ns
+    FROM c JOIN m USING (match_key)
+    WHERE m.n = m.size AND m.members = m.size AND m.kinds = 1 AND (m.n_exec = m.n OR m.n_host = m.n)
+),
+l AS (
+    SELECT *, max(arrival_ns) OVER k AS last_arrival_ns, avg(arrival_ns) OVER k AS mean_arrival_ns,
+           count(*) FILTER (WHERE TRUE) OVER k AS size,
+           row_number() OVER (PARTITION BY match_key ORDER BY arrival_ns DESC) AS place
+    FROM a WINDOW k AS (PARTITION BY match_key)
+),
+ranked AS (
+    SELECT *, max(arrival_ns) FILTER (WHERE place > 1) OVER (PARTITION BY match_key) AS second_arrival_ns
+    FROM l
+)
+SELECT rank, op_id, op, strategy, step, g, matched_by, match_key, basis, arrival_ns, last_arrival_ns,
+       second_arrival_ns, last_arrival_ns - arrival_ns, arrival_ns - mean_arrival_ns,
+       arrival_ns = last_arrival_ns AND second_arrival_ns < last_arrival_ns
+FROM ranked;
+
+-- The waits inside each strategy's communication: exposed unless the rank computes meanwhile.
+CREATE TEMP TABLE wait_comm AS
+SELECT k.rank, k.step, k.strategy, s, e FROM interval_intersect(
+    'SELECT {''rank'': rank, ''step'': step, ''strategy'': strategy} AS k, {''rank'': rank, ''strategy'': strategy} AS g,
+            arrival_ns AS s, last_arrival_ns AS e FROM collective_arrivals WHERE last_arrival_ns > arrival_ns',
+    'SELECT {''rank'': rank, ''strategy'': coalesce(strategy, ''untagged'')} AS k, start_ns AS s, end_ns AS e
+     FROM comm_intervals WHERE in_window AND counted');
+
 INSERT INTO window_strategy_comm
-WITH comm AS (
+WITH waiting AS (
+    SELECT rank, step, strategy, sum(e - s) AS ns FROM wait_comm GROUP BY ALL
+),
+waiting_hidden AS (
+    SELECT k.rank, k.step, k.strategy, sum(e - s) AS ns FROM interval_intersect(
+        'SELECT {''rank'': rank, ''step'': step, ''strategy'': strategy} AS k, rank AS g, s, e FROM wait_comm',
+        'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals')
+    GROUP BY ALL
+),
+comm AS (
     SELECT k.rank, k.step, k.strategy, ns FROM interval_union_ns(
         'SELECT {''rank'': rank, ''step'': step, ''strategy'': coalesce(strategy, ''untagged'')} AS k,
                 start_ns AS s, end_ns AS e FROM comm_intervals WHERE in_window AND counted')
@@ -146,6 +205,9 @@ hidden AS (
         'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals')
     GROUP BY ALL
 )
-SELECT c.rank, c.step, c.strategy, c.ns::BIGINT AS comm_ns, coalesce(h.ns, 0)::BIGINT AS hidden_ns
+SELECT c.rank, c.step, c.strategy, c.ns::BIGINT AS comm_ns, coalesce(h.ns, 0)::BIGINT AS hidden_ns,
+       least(greatest(coalesce(w.ns, 0) - coalesce(wh.ns, 0), 0), c.ns - coalesce(h.ns, 0))::BIGINT AS waiting_ns
 FROM comm c
-LEFT JOIN hidden h ON h.rank = c.rank AND h.step IS NOT DISTINCT FROM c.step AND h.strategy = c.strategy;
+LEFT JOIN hidden h ON h.rank = c.rank AND h.step IS NOT DISTINCT FROM c.step AND h.strategy = c.strategy
+LEFT JOIN waiting w ON w.rank = c.rank AND w.step IS NOT DISTINCT FROM c.step AND w.strategy = c.strategy
+LEFT JOIN waiting_hidden wh ON wh.rank = c.rank AND wh.step IS NOT DISTINCT FROM c.step AND wh.strategy = c.strategy;

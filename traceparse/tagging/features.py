@@ -22,7 +22,7 @@ COLUMNS = {
     "axis": ("VARCHAR", "the parallelism axis the group's description or name states (dp, tp, pp, cp, sp, ep), else NULL"),
     "geometry": ("VARCHAR", "the group's ranks: world, contiguous, strided, irregular, single; NULL when unknown"),
     "ctx": ("VARCHAR", "enclosing annotations and autograd/optimizer frames on the calling thread, outermost first, ' > ' between"),
-    "phase": ("VARCHAR", "optimizer (inside Optimizer.step); backward (in an autograd frame or thread, or between the step's first and last autograd frame); after_backward (later in the step); forward (earlier in the step, or anywhere in a trace without backward, such as inference); outside_step; unknown (no CPU call)"),
+    "phase": ("VARCHAR", "optimizer (inside Optimizer.step); backward (in an autograd frame or thread, or within a backward pass: between the first and last autograd frame of one forward/backward pass of the step, passes split by forward compute outside autograd frames on the step's thread, so the forwards of gradient accumulation's later micro-batches are forward); after_backward (later in the step); forward (earlier in the step, or anywhere in a trace without backward, such as inference); outside_step; unknown (no CPU call)"),
     "dtensor": ("BOOLEAN", "the call is a DTensor / functional collective (_c10d_functional::*): a redistribution of tensor-parallel activations or parameters, never an FSDP or DDP gradient sync"),
     "before_backward": ("BOOLEAN", "the call starts before the first autograd frame of its step (false without a backward)"),
     "uneven_split": ("BOOLEAN", "an all_to_all whose split sizes differ between ranks (data-dependent routing)"),
@@ -39,5 +39,8 @@ COLUMNS = {
 def build_features(con):
     from ..store.schema import features_comments
 
-    con.execute(files("traceparse.tagging").joinpath("features.sql").read_text())
+    from .layout import FORWARD_OPS
+
+    sql = files("traceparse.tagging").joinpath("features.sql").read_text()
+    con.execute(sql.replace("__FORWARD_OPS__", ", ".join(f"'{n}'" for n in FORWARD_OPS)))
     con.execute(features_comments())

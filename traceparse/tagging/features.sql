@@ -37,6 +37,41 @@ FROM events
 WHERE step IS NOT NULL AND cat = 'cpu_op' AND name LIKE 'autograd::engine::evaluate_function%'
 GROUP BY rank, step;
 
+-- the backward passes of each step: with gradient accumulation (or a pipeline) a step runs several
+-- forward/backward passes. The step's autograd frames split into passes wherever forward compute runs
+-- on the thread that runs the steps outside every autograd frame there (FORWARD_OPS: matmuls,
+-- embeddings, attention; a recomputation inside backward is inside a frame). A call inside a pass, from
+-- its first autograd frame to its last, is in backward; a call between two passes belongs to the next
+-- pass's forward. Without recognizable forward compute the whole step is one pass (backward_window).
+CREATE TEMP TABLE pass_events AS
+SELECT e.rank, e.tid, e.step, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
+       e.name LIKE 'autograd::engine::evaluate_function%' AS autograd,
+       (e.rank, e.tid) IN (SELECT (rank, tid) FROM events WHERE name LIKE 'ProfilerStep#%') AS step_thread
+FROM events e
+WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
+  AND (e.name LIKE 'autograd::engine::evaluate_function%' OR e.name IN (__FORWARD_OPS__));
+
+CREATE TEMP TABLE backward_pass AS
+WITH open AS (
+    -- the latest end of the autograd frames that started before the event on its thread
+    SELECT *, max(CASE WHEN autograd THEN end_ns END)
+                  OVER (PARTITION BY rank, tid ORDER BY ts_ns, autograd DESC
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS open_until
+    FROM pass_events),
+numbered AS (
+    SELECT *, sum(CASE WHEN NOT autograd AND step_thread AND (open_until IS NULL OR ts_ns >= open_until)
+                       THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY rank, step ORDER BY ts_ns, autograd DESC ROWS UNBOUNDED PRECEDING) AS pass
+    FROM open)
+SELECT rank, step, pass, min(ts_ns) AS pass_start, max(end_ns) AS pass_end
+FROM numbered WHERE autograd GROUP BY rank, step, pass;
+
+CREATE TEMP TABLE op_in_pass AS
+SELECT DISTINCT c.rank, c.op_id
+FROM comm_ops c
+JOIN backward_pass p ON p.rank = c.rank AND p.step = c.step
+                    AND c.host_ts_ns BETWEEN p.pass_start AND p.pass_end;
+
 CREATE TEMP TABLE base AS
 SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_out,
        c.group_size, c.group_ranks, list_sort(c.group_ranks)::VARCHAR AS group_key,
@@ -57,7 +92,7 @@ SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_ou
             WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)optimizer') THEN 'optimizer'
             WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)backward|autograd::engine')
                  OR regexp_matches(coalesce(t.thread_name, ''), '(?i)autograd')
-                 OR c.host_ts_ns BETWEEN bw.bwd_start AND bw.bwd_end THEN 'backward'
+                 OR ip.op_id IS NOT NULL THEN 'backward'
             WHEN c.step IS NULL AND c.rank IN (SELECT rank FROM backward_window) THEN 'outside_step'
             WHEN c.host_ts_ns > bw.bwd_end THEN 'after_backward'
             ELSE 'forward' END AS phase,
@@ -70,6 +105,7 @@ FROM comm_ops c
 LEFT JOIN op_ctx x ON x.rank = c.rank AND x.op_id = c.op_id
 LEFT JOIN a2a_between a ON a.rank = c.rank AND a.op_id = c.op_id
 LEFT JOIN backward_window bw ON bw.rank = c.rank AND bw.step = c.step
+LEFT JOIN op_in_pass ip ON ip.rank = c.rank AND ip.op_id = c.op_id
 LEFT JOIN (SELECT rank, tid, any_value(label) AS thread_name FROM threads WHERE kind = 'thread_name' GROUP BY ALL) t
        ON t.rank = c.rank AND t.tid = c.tid;
 
@@ -122,5 +158,6 @@ FROM base b
 LEFT JOIN p2p_shape s ON s.group_key = b.group_key AND b.op IN ('send', 'recv')
 LEFT JOIN group_traits g ON g.group_key = b.group_key;
 
-DROP TABLE ctx_events; DROP TABLE backward_window; DROP TABLE op_ctx; DROP TABLE a2a_window; DROP TABLE a2a_between;
+DROP TABLE ctx_events; DROP TABLE backward_window; DROP TABLE pass_events; DROP TABLE backward_pass;
+DROP TABLE op_in_pass; DROP TABLE op_ctx; DROP TABLE a2a_window; DROP TABLE a2a_between;
 DROP TABLE base; DROP TABLE p2p_links; DROP TABLE p2p_shape; DROP TABLE group_traits;

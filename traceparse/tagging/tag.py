@@ -7,7 +7,12 @@ afterwards (docs/parallelism.md 3.1, 3.3):
   parameters all-gathered again in backward -> zero3; gradients reduce-scattered
   (parameters all-gathered only in forward) -> zero2; gradients all-reduced and
   parameters broadcast or all-gathered by the optimizer -> zero1; gradients
-  all-reduced only -> zero0.
+  all-reduced only -> zero0. "In backward" is the phase of comm_features: inside
+  one forward/backward pass's backward, between its first and last autograd frame.
+  With gradient accumulation a step runs m passes and FSDP2 reshards after every
+  backward, so ZeRO-2 gathers again before each micro-batch's forward: those gathers
+  lie between two passes, in forward, and do not make the group zero3; ZeRO-3
+  re-gathers inside each pass's backward.
 - TP: megatron_sp when the group reduce-scatters or all-gathers activations
   (Megatron sequence parallelism), else megatron.
 """

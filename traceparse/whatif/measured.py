@@ -37,11 +37,12 @@ def measured(con, doc: dict) -> dict:
     mem = memory.get("inputs") or {}
     for k in ("Phi_device", "n_opt", "delta_opt"):
         out[k] = mem.get(k) or fact(None, f"the memory check did not report it ({memory.get('reason', '')})")
-    out["bytes"] = {s: fact(v["measured_bytes"], "comm_volume: measured bytes per rank per step (notes' metric)")
-                    for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_bytes") is not None}
-    out["formula_bytes"] = {s: fact(v["expected_bytes"], f"comm_volume: the notes' formula with the run's layout "
-                                                         f"({v['formula']})")
-                            for s, v in (volume.get("per_strategy") or {}).items() if v.get("expected_bytes")}
+    out["bytes"] = {s: fact(v["measured_volume_bytes"], "comm_volume: measured volume per rank per step (notes' "
+                                                         "count: all-reduce 2x)")
+                    for s, v in (volume.get("per_strategy") or {}).items() if v.get("measured_volume_bytes") is not None}
+    out["formula_bytes"] = {s: fact(v["expected_volume_bytes"], f"comm_volume: the notes' formula with the run's "
+                                                                f"layout ({v['formula']})")
+                            for s, v in (volume.get("per_strategy") or {}).items() if v.get("expected_volume_bytes")}
     out["bubble"] = fact(bubble.get("measured"), "bubble: measured (1 - compute / step time, mean over pp ranks)")
     per = {}
     for p in bubble.get("per_stage") or []:

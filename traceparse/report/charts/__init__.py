@@ -21,9 +21,10 @@ CHARTS = (
     ("bubble", bubble_per_stage,
      "The pipeline bubble of each stage against the schedule's formula and a replay of the schedule."),
     ("overlap", overlap_per_strategy,
-     "Per strategy, the communication time hidden under compute and the time exposed."),
+     "Per strategy, the communication time per rank per step hidden under compute and the time exposed."),
     ("volume", volume_per_strategy,
-     "Per strategy, the bytes each rank sends per step against the expected volume of the layout."),
+     "Per strategy, the communication volume per rank per step in the notes' count (all-reduce 2x; not the "
+     "collectives' input bytes) against the volume the layout's formula expects."),
 )
 
 

@@ -1,0 +1,82 @@
+"""The statistics behind a verdict: how likely a pattern is by chance, from the numbers the traces give.
+
+``rank_outliers(table)``: which rank stands out, from values per step and rank (e.g. how late it arrives
+at each collective): its effect against the step-to-step noise measured from the table itself, tested with
+Student's t, one-sided, Bonferroni-corrected for the number of ranks tested.
+``last_tail(chances, k)``: the probability of arriving last at least ``k`` times by chance, when at each
+collective the chance is 1 / its group size (Poisson-binomial, exact).
+``mean_difference(a, b)``: the difference of two means against its standard error (Welch), for compare.
+
+scipy is imported on first use (its import costs ~0.3 s).
+"""
+
+import math
+import statistics
+
+ALPHA = 0.01  # a pattern is conclusive when chance gives it at most this often (after the correction)
+
+
+def _t_sf(t: float, df: float) -> float:
+    from scipy.stats import t as student
+
+    return float(student.sf(t, df))
+
+
+def rank_outliers(table: dict) -> dict:
+    """``table``: {step: {rank: [values]}} (e.g. how late the rank arrived at each collective of the step).
+    Per rank ``{effect, se, t, df, p, steps}``. The steps are the independent observations (values within a
+    step are not: a rank held up early in a step stays behind for a while). A rank's value in a step = the
+    mean of its values there less the step's mean over the ranks (what a slow step does to every rank);
+    effect = its mean over the rank's steps; noise = how much those values move from step to step (the
+    residual mean square pooled over ranks, df = (R-1)(S-1) on a full table); se = sqrt((R-1)/R x noise / S);
+    p = P(t_df >= effect / se) x R (Bonferroni over the R ranks tested, capped at 1): the chance that some
+    rank looks this far above the others when none is. With one step (df 0) a one-off delay cannot be told
+    from a steady one: se, t and p are None."""
+    cells = {(s, r): statistics.fmean(v) for s, row in table.items() for r, v in row.items() if v}
+    ranks = sorted({r for _, r in cells})
+    if len(ranks) < 2:
+        return {}
+    n_ranks = len(ranks)
+    step_mean = {s: statistics.fmean(x for (u, _), x in cells.items() if u == s) for s in {u for u, _ in cells}}
+    cells = {(s, r): x - step_mean[s] for (s, r), x in cells.items()}
+    steps_of = {r: [s for s, q in cells if q == r] for r in ranks}
+    effect = {r: statistics.fmean(cells[(s, r)] for s in steps_of[r]) for r in ranks}
+    df = sum(len(v) - 1 for v in steps_of.values()) * (n_ranks - 1) / n_ranks
+    noise = sum((cells[(s, r)] - effect[r]) ** 2 for r in ranks for s in steps_of[r]) / df if df else None
+    out = {}
+    for r in ranks:
+        k = len(steps_of[r])
+        row = {"effect": effect[r], "steps": k, "df": round(df, 2), "se": None, "t": None, "p": None}
+        if df >= 1:
+            se = math.sqrt((n_ranks - 1) / n_ranks * noise / k)
+            t = effect[r] / se if se else (math.inf if effect[r] > 0 else -math.inf if effect[r] < 0 else 0.0)
+            row.update(se=se, t=t, p=min(1.0, _t_sf(t, df) * n_ranks))
+        out[r] = row
+    return out
+
+
+def last_tail(chances: list[float], k: int) -> float:
+    """P(at least ``k`` successes) of independent trials with success probabilities ``chances``."""
+    dist = [1.0]
+    for p in chances:
+        nxt = [0.0] * (len(dist) + 1)
+        for i, q in enumerate(dist):
+            nxt[i] += q * (1 - p)
+            nxt[i + 1] += q * p
+        dist = nxt
+    return min(1.0, sum(dist[k:]))
+
+
+def mean_difference(a: list[float], b: list[float]) -> dict | None:
+    """``{delta, se, t, df, p}`` for mean(b) - mean(a) (Welch; p one-sided, P(t_df >= t) when b is no larger
+    than a on average); None when either side has fewer than two values."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    delta = statistics.fmean(b) - statistics.fmean(a)
+    se = math.sqrt(va + vb)
+    if not se:
+        return {"delta": delta, "se": 0.0, "t": None, "df": None, "p": 0.0 if delta else 1.0}
+    df = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0))
+    t = delta / se
+    return {"delta": delta, "se": se, "t": t, "df": df, "p": _t_sf(t, df)}
