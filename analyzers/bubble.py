@@ -369,9 +369,10 @@ def run(ctx):
     status = grade(excess, ctx.limits.get("warn_excess", 0.10), ctx.limits.get("fail_excess", 0.25))
     findings = []
     if excess is not None and status != "ok":
-        why = (f"stage {bottleneck} computes {spread:.2f}x the stages' mean per step and sets the pace: move layers "
-               f"off it" if bottleneck is not None else
-               f"the stages compute about equally (the most {spread or 1:.2f}x the mean), so the excess is waiting "
+        why = (f"stage {bottleneck} has {spread:.2f}x the stages' mean compute floor (the same ops at their "
+               f"fastest; imbalance.pp_stages) and sets the pace: move layers off it" if bottleneck is not None else
+               f"the stages compute about equally (compute floor: the most {spread or 1:.2f}x the mean), so the "
+               f"excess is waiting "
                f"in send/recv beyond the schedule (point-to-point latency, CPU contention, exposed non-pipeline "
                f"communication)")
         basis = ("replay" if schedule == "dualpipe_v" else "ideal" if schedule in ZERO_BUBBLE else "formula")

@@ -62,7 +62,7 @@ def inputs(ctx, shape, deg):
     act = mf.activation(ctx, shape, deg)
     d = mf.delta(ctx)
     out = {**deg, "delta": d, "Phi": mf.stated(ctx, "params") or mf.fact(None, "not stated (params)"),
-           "Phi_dp": mf.phi_dp(ctx, shape, deg, d), "b": act["micro_batch"], "S": act["seq"], "H": act["hidden"],
+           "Phi_dp": mf.phi_dp(ctx, shape, deg, d), "sync_rounds": mf.sync_rounds(ctx, deg), "b": act["micro_batch"], "S": act["seq"], "H": act["hidden"],
            "bSH": act["bSH"], "L_local": mf.layers_local(ctx, shape, deg), "kv_over_q": mf.kv_ratio(ctx, shape),
            "K_MoE": mf.top_k(ctx)}
     for s in ("tp", "pp", "cp", "sp", "ep"):
@@ -80,6 +80,10 @@ def expected(strategy, variant, x):
         used = ["delta", "Phi_dp", "microbatches"]
         if None in (dlt, v["Phi_dp"]):
             return None, "delta or Phi_dp unknown", used
+        if variant in ("zero2", "zero3") and v["sync_rounds"] < m:
+            return None, (f"gradients buffered across micro-batches ({v['sync_rounds']} reduce-scatter round(s) for "
+                          f"m = {m}, e.g. FSDP2's set_requires_gradient_sync(False)): the notes' ZeRO-2/3 formulas "
+                          "reduce-scatter after every micro-batch"), used + ["sync_rounds"]
         coef, text = {"zero2": (m + 1, "(m + 1) delta Phi_dp [ZeRO-2: RS per micro-batch + AG]"),
                       "zero3": (3 * m, "3 m delta Phi_dp [ZeRO-3: AG forward + AG backward + RS]")}.get(
             variant, (2, f"2 delta Phi_dp [{variant or 'ZeRO-0'}: AR = RS + AG of the gradients]"))

@@ -26,26 +26,39 @@ SPEC = Spec(
         "launch; CPU-only: main-thread cpu_ops overlapping no communication call or wait), the same number as "
         "bubble.per_stage[].compute_ns; compute_floor_ns, a variant = the main thread's compute cut into pieces "
         "(nested compute ops merged into their outermost, touching ones apart), per (outermost op name, input "
-        "shapes) the piece count x its shortest piece, summed, per window (GPU: = compute_ns). Spread across "
+        "shapes) the piece count x the shortest such piece on any loaded rank, summed, per window (GPU: = compute_ns). Spread across "
         "ranks = max/mean and coefficient of variation "
-        "(population std/mean). The same collective is matched across the ranks of its group by comm_ops.seq when"
-        " present, else by comm_ops.group_index, among the group's ranks (comm_ops.group_ranks; all loaded, op "
-        "kinds agreeing); arrival = start of the execution when every member has one (exec_ts_ns: on GPU the "
-        "collective's first communication kernel, whose kernels all end together, so an early rank's kernel "
-        "waits inside NCCL; on gloo the worker annotation), else start of the CPU call (host_ts_ns), ranks on "
-        "one clock; a rank's wait = last arrival - own arrival; wait_ns = its mean over the rank's matched "
-        "collectives, total_wait_ns = their sum; per_step: per rank and step, wait_ns over the matched "
-        "collectives of the rank that start in that step (comm_ops.step), with their count; last_arrivals = how "
-        "often it arrived strictly last (a tie "
-        "makes no one last). straggler_rank = the only rank that (1) has the smallest wait_ns of all ranks, "
-        "(2) arrived last at more than half of its (at least 2) matched collectives, and (3) either waits at "
-        "most 1/2 of the median wait_ns of the other ranks (that median > 0) and was last at least twice as "
-        "often as chance gives (the mean of 1/group size over them), or waits at most 1/10 of that median and "
-        "was last at least 1.5 times as often as chance (two-rank groups, where twice chance means always); "
-        "else null. straggler (evidence) = for that rank, else for the rank "
-        "that waits least: collectives, last_fraction, chance_fraction, own_mean_wait_ns, "
-        "others_median_wait_ns, wait_over_others_median, others_wait_when_last_ns (the others' mean wait at the "
-        "collectives it arrived last at) and arrival (how many collectives were timed by execution, by call). "
+        "(population std/mean). Waits and last arrivals select from the vocabulary's collective_arrivals (a "
+        "collective matched across its group's members by comm_ops.seq, else by its order among the group's "
+        "operations in the step; arrival = the execution start when every member has one, else the call's; "
+        "traceparse schema): a rank's wait = last arrival - own arrival; wait_ns = its mean over the rank's "
+        "matched collectives, total_wait_ns = their sum; per_step: per rank and step, wait_ns over the matched "
+        "collectives of the rank in that step, with their count; last_arrivals = how often it arrived strictly "
+        "last (a tie makes no one last); unmatched_collectives = collective operations of groups whose members "
+        "are all loaded that could not be matched. "
+        "Straggler (straggler_verdict named / not conclusive / none / unknown, straggler_rank when named, "
+        "straggler = the evidence about the named rank, else the rank that costs the others most): lateness = "
+        "arrival - the mean arrival of the collective's members; per rank and step its mean, less the step's mean "
+        "over the ranks; the steps are the independent observations (collectives within a step are not: a rank "
+        "held up early in a step stays behind). lateness_ns = its mean over the rank's steps; standard_error_ns "
+        "from how much those values move from step to step (residual mean square pooled over the ranks, df = "
+        "(ranks-1)(steps-1)); p = P(Student t_df >= lateness / standard error) x ranks (Bonferroni), the chance "
+        "that some rank looks this late when none is (traceparse.stats.rank_outliers); one step: p unknown. "
+        "lost_per_step_ns = over the collectives it arrived last at, its arrival - the next latest member's "
+        "(how much earlier the others could have gone on), times the members that waited, / (ranks - 1) / its "
+        "steps: what each other rank loses per step on average; lost_share = that / the mean step time. A rank "
+        "is named when material (lost_share >= warn_straggler_share) and conclusive: by arrivals (p <= 0.01 and "
+        "lateness > 0) or by work (late on average, last more often than chance with last_by_chance_p <= 0.01, "
+        "where last_by_chance_p = P(at least that many last arrivals) when each collective makes a member last "
+        "with chance 1 / its size (Poisson-binomial), the latest in more than half of its steps, and the most "
+        "compute floor of all ranks, at least warn_max_over_mean x their mean); of several, the one costing "
+        "most. not conclusive: the rank costing most is material or conclusive but not both (straggler_reason "
+        "says which); unknown: no collective matched (straggler_reason says why: no process group known, "
+        "members not loaded, copies that disagree). step_time_test: the slowest rank's step time against the "
+        "step-to-step noise (rank_outliers on ProfilerStep durations): its excess_ns and p. Status: the worst of "
+        "step time max/mean (graded only when step_time_test's p <= 0.01: in a synchronous job every rank's step "
+        "lasts the same on average and the per-rank spread is where the step boundaries fell), the compute floor's "
+        "max/mean, the EP hot share, and warn for a named straggler. "
         "PP: stage = position in the pp group, compute per micro-batch = compute per "
         "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
         "warn_max_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage). CP: compute per cp rank; heavy_rank = the"
@@ -54,10 +67,10 @@ SPEC = Spec(
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
     ),
     numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
-              "straggler: its mean wait per collective, and how often it arrived last",
-    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the other "
-                "ranks' median mean wait (ratio <= 1/2, or <= 1/10), and its matched collectives (share > 1/2 "
-                "and >= twice chance, or >= 1.5 chance)",
+              "straggler: its lateness per step, and what the others lose per step waiting for it",
+    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the lateness's "
+                "step-to-step standard error (t test, p <= 0.01 over the ranks), and the mean step time (share >= "
+                "warn_straggler_share)",
     needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
           "order for stragglers; pp/cp tags for stages and ring ranks; EP all-to-all split sizes for tokens",
     notes=(
@@ -82,11 +95,11 @@ SPEC = Spec(
         "duration varies most across ranks and marks per iteration the num_candidates (default 2) ranks whose "
         "kernel starts latest, returning the ranks marked most often: always num_candidates ranks, even on a "
         "balanced run. Here the wait is TraceLens's (kernel starts, HTA's late start) on every matched "
-        "collective, averaged per collective so ranks in more groups compare fairly, and a rank is named only "
-        "when it stands out on both counts (waits least, far below the others, and is last at most of its "
-        "collectives), so a balanced run names none; an earlier rule here (last at 2/3 of them, by call start) "
-        "missed a rank last at 60% that everyone waited for, and named a rank on identical arrivals (ties went "
-        "to the highest rank)."
+        "collective, averaged per collective so ranks in more groups compare fairly, and a rank is named only with the evidence above (how late, against how much arrivals move "
+        "from step to step, and what it costs), so a balanced run names none; an earlier rule here (last at more "
+        "than half of the matched collectives, at least twice chance, waiting half the others' median) named "
+        "ranks on 2 collectives in 2-rank groups (chance 1 in 4) and missed a rank last at 72% of 2-rank "
+        "collectives."
     ),
 )
 
@@ -231,7 +244,7 @@ def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
     for r in rows:
         if r["is_last"]:
             last[r["rank"]] += 1
-            lost[r["rank"]] += r["lead_ns"]
+            lost[r["rank"]] += r["lead_ns"] * (r["size"] - 1)  # each other member waited that much longer
             last_at[r["rank"]].append(statistics.fmean(others_wait[r["match_key"]]))
     if len(seen) < 2:
         return {"verdict": "none", "rank": None, "reason": None, "evidence": None}
@@ -248,7 +261,7 @@ def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
 
     def evidence(r):
         t = tests.get(r, {})
-        lost_per_step = lost[r] / len(rank_steps[r])
+        lost_per_step = lost[r] / (len(seen) - 1) / len(rank_steps[r])  # per other rank and step
         return {
             "rank": r, "collectives": seen[r], "last": last[r], "last_fraction": round(last[r] / seen[r], 4),
             "chance_fraction": round(statistics.fmean(chance[r]), 4),
@@ -420,8 +433,8 @@ def _straggler_finding(n) -> str | None:
         return None
     seen = (f"rank {e['rank']} arrives {_ms(e['lateness_ns'])} after its groups' mean arrival per collective "
             f"(over {e['steps']} steps, the latest in {e['latest_in_steps']}; last at {e['last_fraction']:.0%} of "
-            f"its {e['collectives']} matched collectives, chance {e['chance_fraction']:.0%}) and the others lose "
-            f"{_ms(e['lost_per_step_ns'])} per rank per step waiting for it"
+            f"its {e['collectives']} matched collectives, chance {e['chance_fraction']:.0%}) and the other ranks lose "
+            f"{_ms(e['lost_per_step_ns'])} per rank per step on average waiting for it"
             + (f" ({e['lost_share']:.1%} of the step)" if e["lost_share"] is not None else ""))
     if verdict == "not conclusive":
         return f"No straggler named: {seen}, but {n['straggler_reason']}."

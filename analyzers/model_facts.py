@@ -8,7 +8,7 @@ its source. Symbols follow docs/parallelism.md 1.
 
 import json
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
 # optimizer tensors per parameter (docs/parallelism.md 1: SGD 0, momentum 1, Adam/AdamW 2, Muon 1)
@@ -78,6 +78,25 @@ def _grad_bytes(ctx, shape):
     return rows
 
 
+def sync_rounds(ctx, deg) -> dict:
+    """Gradient reduce-scatter rounds per step (ZeRO-2/3): the notes reduce-scatter after every micro-batch (m);
+    FSDP2 with set_requires_gradient_sync(False) on all but the last micro-batch buffers the gradients and
+    reduce-scatters once. Per rank and step, each reduce-scatter size (a sharded unit, or units of one size)
+    repeats once a round: rounds = the greatest common divisor of those counts and m, the most common value."""
+    m = deg["microbatches"]["value"] or 1
+    rows = ctx.con.execute(
+        """SELECT rank, step, bytes_in, count(*) FROM comm_ops
+           WHERE strategy = 'dp' AND op = 'reduce_scatter' AND variant IN ('zero2', 'zero3')
+             AND step IS NOT NULL AND bytes_in IS NOT NULL GROUP BY ALL""").fetchall()
+    if not rows:
+        return fact(m, "no ZeRO-2/3 gradient reduce-scatter seen: the notes' one per micro-batch (m)")
+    counts = defaultdict(lambda: m)
+    for rank, step, _, n in rows:
+        counts[(rank, step)] = math.gcd(counts[(rank, step)], n)
+    rounds = Counter(counts.values()).most_common(1)[0][0]
+    return fact(rounds, f"trace: gradient reduce-scatters per step, each unit's repeats (gcd with m = {m})")
+
+
 def _stated_phi(ctx, split: int, caveat: str) -> dict:
     """Stated params divided by the tp x pp split of the model."""
     return fact(ctx.stated["params"] / split, f"{ctx.given('params')} params / (tp x pp) = {ctx.stated['params']} / {split}"
@@ -91,12 +110,13 @@ def phi_dp(ctx, shape, deg, dlt) -> dict:
         return _stated_phi(ctx, tp * pp, "; replicated norms and embeddings make it larger")
     rows = _grad_bytes(ctx, shape)
     if rows and dlt["value"]:
-        m = deg["microbatches"]["value"] or 1
-        per_mb = rows[0]["variant"] in ("zero2", "zero3")  # the notes: reduce-scatter after every micro-batch
-        total = sum(r["b"] for r in rows) / (shape["ranks"] * shape["steps"]) / dlt["value"] / (m if per_mb else 1)
+        per_mb = rows[0]["variant"] in ("zero2", "zero3")  # reduce-scatter rounds: after every micro-batch, or once
+        m = sync_rounds(ctx, deg)["value"] if per_mb else 1
+        total = sum(r["b"] for r in rows) / (shape["ranks"] * shape["steps"]) / dlt["value"] / m
         what = "reduce-scatter input" if per_mb else "all-reduce"
         note = "; EP: the experts are not in it" if ep > 1 else ""
-        return fact(total, f"trace: dp gradient {what} bytes per rank per step / delta{' / m' if per_mb and m > 1 else ''}{note}")
+        return fact(total, f"trace: dp gradient {what} bytes per rank per step / delta"
+                           f"{' / its rounds per step (' + str(m) + ')' if m > 1 else ''}{note}")
     why = "stated params include experts that DP does not synchronize when EP folds into DP; " if "params" in ctx.stated else ""
     return fact(None, why + "no dp gradient collective with a known size, and no stated params")
 
@@ -113,9 +133,9 @@ def phi_device(ctx, shape, deg, dlt) -> dict:
         return _stated_phi(ctx, tp * pp, "")
     grads = _grad_bytes(ctx, shape)
     if grads and dlt["value"] and ep <= 1:
-        m = deg["microbatches"]["value"] or 1
         per_mb = grads[0]["variant"] in ("zero2", "zero3")
-        best = max(r["b"] for r in grads) / shape["steps"] / dlt["value"] / (m if per_mb else 1)
+        best = max(r["b"] for r in grads) / shape["steps"] / dlt["value"] / (sync_rounds(ctx, deg)["value"] if per_mb
+                                                                            else 1)
         return fact(best, "trace: dp gradient collective bytes per step / delta, largest rank")
     if tp <= 1:
         acc = accumulated(ctx, shape, deg)

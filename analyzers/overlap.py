@@ -26,14 +26,22 @@ SPEC = Spec(
         "hidden_ns = length of their intersection with the union of the rank's compute_intervals (GPU: "
         "every kernel that executes no communication; CPU-only: the main thread's cpu_ops overlapping none of "
         "its communication calls and waits), exposed_ns = comm_ns - hidden_ns, overlap = hidden_ns / comm_ns. "
-        "per_strategy sums over ranks and windows. per_rank and overall: all communication of a rank together "
+        "The exposed time split by cause: waiting_ns = the part of it inside the strategy's collective waits "
+        "(collective_arrivals: from the rank's arrival to the last member's; window_strategy_comm.waiting_ns): "
+        "waiting for a late peer, a straggler's cost that no overlap can hide; exposed_transfer_ns = exposed_ns - "
+        "waiting_ns; transfer_overlap = hidden_ns / (hidden_ns + exposed_transfer_ns), the share of the "
+        "communication not spent waiting that compute hides: the status grades it (a straggler does not make "
+        "overlap fail; imbalance names it). per_strategy sums over ranks and windows, with each time also "
+        "*_per_step_ns = the sum / the strategy's (rank, step) windows (per rank per step, as the findings "
+        "quote); per_step: per step and strategy, the same per rank, and overlap. per_rank and overall: all communication of a rank together "
         "(window_totals: strategies communicating at the same moment count once); per_rank[].comm_ns is the "
         "summary's time in communication. concurrent_ns = sum over strategies - sum over ranks: time two "
         "strategies communicate at once, counted by each. hta_per_rank / hta_overall (GPU ranks only), a "
         "variant: " + HTA_DEFINITION
     ),
     numerator="hidden_ns: communication time during which the rank also computes",
-    denominator="comm_ns: communication time (union of the counted communication intervals)",
+    denominator="comm_ns: communication time (union of the counted communication intervals); the status: "
+                "hidden_ns + exposed_transfer_ns (communication less the exposed waits for a late peer)",
     needs="comm_intervals with execution intervals (GPU kernels or gloo worker annotations, else CPU calls); "
           "compute_intervals (GPU kernels, or the main thread's CPU ops on CPU-only traces); step_windows",
     notes=(

@@ -10,6 +10,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+import math
+
 import pytest
 from conftest import public_trace, run_check
 from test_repeat_runs import windowed
@@ -114,6 +116,14 @@ def test_input_bytes_and_volume_are_two_quantities(name, check):
             assert row["measured_volume_bytes"] == pytest.approx(2 * row["input_bytes"], rel=1e-12), s
 
 
+def buffered(t) -> bool:
+    """ZeRO-2/3 with accumulation whose gradients sync once per step (FSDP2's set_requires_gradient_sync(False)
+    on all but the last micro-batch): truth's reduce-scatters per step are fewer rounds than micro-batches."""
+    m = t["layout"]["microbatches"]
+    counts = [r["count"] for r in t["comm"] if r["strategy"] == "dp" and r["op"] == "reduce_scatter"]
+    return t["layout"]["zero_stage"] in (2, 3) and m > 1 and bool(counts) and math.gcd(m, *counts) < m
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_expected_bytes_equal_the_formula_from_truth(name, check):
     t = truth(name)
@@ -128,6 +138,9 @@ def test_expected_bytes_equal_the_formula_from_truth(name, check):
             dense = sum(r["count"] * r["bytes_in"] for r in t["comm"] if r["strategy"] == "dp") / t["world_size"]
             assert row["expected_volume_bytes"] == 2 * dense
             continue
+        if s == "dp" and buffered(t):  # the notes reduce-scatter after every micro-batch: no formula for it
+            assert row["expected_volume_bytes"] is None and "buffered" in row["formula"], row
+            continue
         assert row["expected_volume_bytes"] == pytest.approx(formula(t, s), rel=1e-12), s
         assert set(row["source"].values()) == {"stated"}, row["source"]
 
@@ -138,7 +151,7 @@ def test_expected_matches_what_ran_within_the_notes_tolerance(name, check):
     res = check(name, stated_from(t))
     for s, row in res.numbers["per_strategy"].items():
         assert row["measured_volume_bytes"] == pytest.approx(truth_volume(t, s), rel=1e-12), s
-        if (name, s) in NOT_THE_FORMULA:
+        if (name, s) in NOT_THE_FORMULA or (s == "dp" and buffered(t)):
             continue
         assert abs(truth_volume(t, s) / row["expected_volume_bytes"] - 1) <= TOL, (s, row)
         assert row["status"] == "ok"

@@ -211,7 +211,7 @@ def rewrite(paths, edit):
         p.write_bytes(gzip.compress(json.dumps(d).encode(), compresslevel=1))
 
 
-def all_reduce_on_own_stream(r, doc, stream=99):
+def all_reduce_on_own_stream(_rank, doc, stream=99):
     """Move the rank's all-reduce kernels to a CUDA stream of their own (a second communicator)."""
     for e in doc["traceEvents"]:
         if is_nccl_kernel(e) and "AllReduce" in e["name"]:

@@ -7,7 +7,7 @@ applies ``--threshold KEY=VALUE`` overrides. Rendering is in ``traceparse.report
 
 A metric regresses when it moves in its worse direction (Metric.better) by more than its threshold
 (``traceparse explain regression``). When the runs differ in micro-batches per step, the per-step
-groups (step time, exposed communication, bytes) are compared per micro-batch.
+groups (step time, exposed communication, volume) are compared per micro-batch.
 
 Two runs compare only when both are whole: a run missing ranks, against the world size its traces declare
 (or NEW against BASE's ranks when NEW declares none), makes the verdict ``incomplete`` (exit 1), with the
@@ -23,7 +23,8 @@ from . import stats
 from .errors import TraceError
 from .run_identity import rank_list
 from .tagging.layout import KEYS as LAYOUT_KEYS
-from .run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, metric_ids, per_step_id, run_metrics
+from .run_metrics import (GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, current_id, metric_ids, per_step_id,
+                          run_metrics)
 
 VERSION = 1
 THRESHOLDS_FILE = "compare_thresholds.toml"
@@ -74,7 +75,7 @@ def parse_limit(key: str, value, where: str) -> Limit:
     per_mb = key.endswith(PER_MICROBATCH) and key.split(".", 1)[0] in PER_STEP_GROUPS
     if key not in groups and (per_step_id(key) if per_mb else key) not in ids:
         raise TraceError(where, f"{key}={value}: no gated metric group or id {key!r} (groups: {', '.join(groups)}; "
-                         f"ids: {', '.join(ids)}; a step_time, exposed_comm or bytes id also as <id>{PER_MICROBATCH}; "
+                         f"ids: {', '.join(ids)}; a step_time, exposed_comm or volume id also as <id>{PER_MICROBATCH}; "
                          "layout and the straggler rank have no threshold)")
     text = str(value).strip()
     relative = text.endswith("%")
@@ -98,7 +99,8 @@ def load_thresholds(overrides=()) -> Thresholds:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise TraceError("--threshold", f"{item!r}: expected KEY=VALUE, e.g. step_time=5% or bubble=0.02")
-        given[key.strip()] = parse_limit(key.strip(), value.strip(), "--threshold")
+        key = current_id(key.strip())  # bytes, bytes.<strategy>: the former names of volume, volume.<strategy>
+        given[key] = parse_limit(key, value.strip(), "--threshold")
     # an override of a group replaces the group's defaults, those of its ids included
     kept = {k: v for k, v in defaults.items() if not any(k == g or k.startswith(g + ".") for g in given)}
     return Thresholds({**kept, **given}, {k: float(v) for k, v in data.get("floor", {}).items()})
@@ -191,11 +193,11 @@ def _notes(changes, m_base, m_new, per_mb) -> list[str]:
                      "and a difference reflects the layout as much as the change under test")
     if per_mb:
         notes.append(f"micro-batches per step differ ({m_base} -> {m_new}): step time, exposed communication and "
-                     f"bytes are compared per micro-batch (each value / microbatches, ids *{PER_MICROBATCH}; "
+                     f"volume are compared per micro-batch (each value / microbatches, ids *{PER_MICROBATCH}; "
                      "traceparse explain per_microbatch)")
     elif (m_base is None) != (m_new is None):
         which = "base" if m_base is None else "new"
-        notes.append(f"micro-batches per step unknown in the {which} run: step time, exposed communication and bytes "
+        notes.append(f"micro-batches per step unknown in the {which} run: step time, exposed communication and volume "
                      "are compared per step")
     return notes
 

@@ -211,9 +211,10 @@ METRICS = {
     ),
     "straggler": (
         "Straggler rank: imbalance.straggler",
-        "imbalance.straggler_rank, the rank the others wait for at their collectives (traceparse explain "
-        "imbalance); absent when no rank stands out",
-        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression",
+        "imbalance.straggler_rank, the rank the others wait for at their collectives, only when named: material "
+        "and conclusive (traceparse explain imbalance); absent when the verdict is not conclusive, none or unknown",
+        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression; "
+        "since only a conclusive straggler is a metric, a pattern that is not conclusive in NEW never gates",
     ),
     "per_microbatch": (
         "Per micro-batch: <id>_per_microbatch",
@@ -240,7 +241,15 @@ METRICS = {
         "per-micro-batch id takes its per-step id's), overridden by --threshold KEY=VALUE (an override of a group "
         "replaces its ids' defaults too); exposed communication "
         "under the [floor] fraction of the new run's mean step time is not gated; layout never regresses by size; "
-        "imbalance.straggler regresses when a straggler appears or the straggler rank changes",
+        "imbalance.straggler regresses when a straggler appears or the straggler rank changes. Against the "
+        "measured variation: a metric both runs give per profiled step (step_time.mean: the step's mean window "
+        "over the ranks; step_time.p95: the step's slowest window; exposed_comm, overlap, "
+        "imbalance.max_over_mean per step) regresses only when, beyond its threshold, the change is also larger "
+        "than the step-to-step variation explains: Welch's t on the two runs' per-step values, one-sided in the "
+        "worse direction, p <= 0.01 (the row's p); with fewer than two steps in a run, the threshold alone. "
+        "Host contention: a step_time or exposed_comm regression is not gated when NEW's ops ran longer against "
+        "their fastest than BASE's (imbalance.stretch = compute busy time / compute floor over the ranks) by "
+        "more than the metric's relative threshold: the host was busier, the work (floor) did not grow",
         "delta 0 never regresses: a run compared with itself is ok",
     ),
 }
