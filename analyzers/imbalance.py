@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 
 from traceparse import stats
+from traceparse.report.text import ms
 
 from . import compute
 from .base import Result, Spec, grade, worst
@@ -418,10 +419,6 @@ def _status(limits, n) -> str:
     ])
 
 
-def _ms(ns) -> str:
-    return f"{ns / 1e6:.2f} ms"
-
-
 def _straggler_finding(n) -> str | None:
     e, verdict = n["straggler"], n["straggler_verdict"]
     if verdict == "unknown":  # said when there were collectives to match; a run without any has no finding
@@ -431,10 +428,10 @@ def _straggler_finding(n) -> str | None:
                                   and e["last_fraction"] > e["chance_fraction"])
     if not seen:
         return None
-    seen = (f"rank {e['rank']} arrives {_ms(e['lateness_ns'])} after its groups' mean arrival per collective "
+    seen = (f"rank {e['rank']} arrives {ms(e['lateness_ns'])} after its groups' mean arrival per collective "
             f"(over {e['steps']} steps, the latest in {e['latest_in_steps']}; last at {e['last_fraction']:.0%} of "
             f"its {e['collectives']} matched collectives, chance {e['chance_fraction']:.0%}) and the other ranks lose "
-            f"{_ms(e['lost_per_step_ns'])} per rank per step on average waiting for it"
+            f"{ms(e['lost_per_step_ns'])} per rank per step on average waiting for it"
             + (f" ({e['lost_share']:.1%} of the step)" if e["lost_share"] is not None else ""))
     if verdict == "not conclusive":
         return f"No straggler named: {seen}, but {n['straggler_reason']}."
@@ -454,7 +451,7 @@ def _findings(n, limits) -> list:
     if floor is not None and floor >= stands_out:
         top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)
         out.append(f"Compute differs across ranks: rank {top['rank']}'s compute floor is "
-                   f"{_ms(top['compute_floor_ns'])} per step, {floor:.2f}x the mean rank (max/mean): uneven work "
+                   f"{ms(top['compute_floor_ns'])} per step, {floor:.2f}x the mean rank (max/mean): uneven work "
                    f"per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens.")
     elif busy is not None and busy >= stands_out:
         out.append(f"Compute busy time differs across ranks (max/mean {busy:.2f}) but the compute floor (the same "
@@ -469,8 +466,8 @@ def _findings(n, limits) -> list:
         per_mb = statistics.fmean(p["compute_floor_per_microbatch_ns"] for p in stage) \
             if all(p["compute_floor_per_microbatch_ns"] is not None for p in stage) else None
         out.append(f"Pipeline stage {n['heavy_stage']} has the most work: its compute floor (the same ops at their "
-                   f"fastest, the table's 'compute floor / micro-batch' column; busy time stretches with contention)"
-                   + (f" is {_ms(per_mb)} per micro-batch," if per_mb is not None else "")
+                   f"fastest, the pipeline stages table's 'compute floor' column; busy time stretches with contention)"
+                   + (f" is {ms(per_mb)} per micro-batch," if per_mb is not None else "")
                    + f" {n['heavy_stage_over_mean']:.2f}x the mean stage: the slowest stage sets the pipeline's "
                    f"pace (docs/parallelism.md 3.2); move layers off it.")
     if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:

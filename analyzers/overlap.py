@@ -8,6 +8,8 @@ GPU number is HTA's get_comm_comp_overlap. Every number selects from the store's
 
 from collections import defaultdict
 
+from traceparse.report.text import ms
+
 from .base import Result, Spec, grade, not_applicable, sql, worst
 
 HTA_DEFINITION = (
@@ -157,17 +159,13 @@ def run(ctx):
     return Result(status=status, numbers=numbers, tables=tables, findings=findings)
 
 
-def _ms(ns) -> str:
-    return f"{ns / 1e6:.1f} ms"
-
-
 def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
     hidden_ok = set(limits.get("expected_hidden", ()))
     exposed_ok = set(limits.get("expected_exposed", ()))
     warn, fail = limits.get("warn_below", 0.5), limits.get("fail_below", 0.2)
     statuses = []
-    exposed = [f"{s} {_ms(v['exposed_per_step_ns'])}"
-               + (f" ({_ms(v['waiting_per_step_ns'])} waiting for the last peer, {_ms(v['exposed_transfer_per_step_ns'])}"
+    exposed = [f"{s} {ms(v['exposed_per_step_ns'])}"
+               + (f" ({ms(v['waiting_per_step_ns'])} waiting for the last peer, {ms(v['exposed_transfer_per_step_ns'])}"
                   f" transfer)" if v["waiting_ns"] else "") + f", {100 * v['overlap']:.0f}% hidden"
                for s in ranking if (v := per_strategy[s])["exposed_ns"] > 0]
     findings = []
@@ -179,7 +177,7 @@ def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
         if v["overlap"] is None:
             continue
         if s in exposed_ok:
-            findings.append(f"{s} communication is {100 * v['overlap']:.0f}% hidden ({_ms(v['exposed_per_step_ns'])} "
+            findings.append(f"{s} communication is {100 * v['overlap']:.0f}% hidden ({ms(v['exposed_per_step_ns'])} "
                             f"exposed per rank per step): expected, docs/parallelism.md 4 says {s} communication is "
                             f"hard to overlap.")
         elif s in hidden_ok and v["transfer_overlap"] is not None:
@@ -188,14 +186,14 @@ def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
             if st != "ok":
                 cpu_p2p = s in ("pp", "cp") and any(r["rank"] not in gpu for r in steps if r["strategy"] == s)
                 findings.append(f"{s} transfers are only {100 * v['transfer_overlap']:.0f}% hidden under compute "
-                                f"({_ms(v['exposed_transfer_per_step_ns'])} of exposed transfer per rank per step, "
+                                f"({ms(v['exposed_transfer_per_step_ns'])} of exposed transfer per rank per step, "
                                 f"waiting for late peers apart), though docs/parallelism.md 4 expects them to overlap;"
                                 f" likely cause: {INLINE_P2P if cpu_p2p else cause_of(s)}.")
         if v["waiting_ns"] and v["waiting_ns"] >= v["exposed_transfer_ns"]:
             findings.append(f"Most of {s}'s exposed communication is waiting for the last member to arrive "
-                            f"({_ms(v['waiting_per_step_ns'])} per rank per step), not transfer: overlap cannot hide "
+                            f"({ms(v['waiting_per_step_ns'])} per rank per step), not transfer: overlap cannot hide "
                             f"it; a late rank causes it (imbalance: straggler, waits).")
     if per_strategy.get("untagged", {}).get("exposed_ns"):
-        findings.append(f"{_ms(per_strategy['untagged']['exposed_per_step_ns'])} per rank per step of exposed "
+        findings.append(f"{ms(per_strategy['untagged']['exposed_per_step_ns'])} per rank per step of exposed "
                         f"communication is untagged (no rule matched it), so it is not graded.")
     return worst(statuses), findings

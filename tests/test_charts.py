@@ -100,7 +100,8 @@ def test_bubble_chart_is_left_out_without_a_pipeline(doc):
 def test_heat_map_outlines_the_configured_straggler(doc):
     t = truth("straggler_ddp4")
     s = spec(imbalance_heatmap(doc("straggler_ddp4")))
-    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (ms)", "wait at collectives (ms)"]
+    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (busy) (ms)", "compute floor (ms)",
+                                                  "wait at collectives (ms)"]
     outlined = {(r["rank"], r["role"]) for r in rows_of(s, "rect") if "role" in r}
     assert outlined == {(t["imbalance"]["straggler_rank"], "straggler")}
     cells = [r for r in rows_of(s, "rect") if "value" in r]
@@ -120,7 +121,7 @@ def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
     # send/recv are not matched across ranks: a pipeline-only run has no wait at collectives
     assert {c["op"] for c in truth("pp4_1f1b_m4")["comm"]} == {"send", "recv"}
     s = spec(imbalance_heatmap(doc("pp4_1f1b_m4")))
-    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (ms)"]
+    assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (busy) (ms)", "compute floor (ms)"]
     assert not [r for r in rows_of(s, "rect") if "role" in r]
 
 

@@ -218,3 +218,59 @@ def test_html_names_the_volume_and_agrees_with_the_text_and_compare(doc, name):
     for r in overlap["data"]["values"]:
         if r["part"] == "exposed":
             assert r["ms"] * 1e6 == pytest.approx(metrics[f"exposed_comm.{r['strategy']}"].value), r
+
+
+FLOOR_FINDING = re.compile(r"Compute differs across ranks: rank (?P<rank>\d+)'s compute floor is (?P<ms>[\d,.]+ ms) "
+                           r"per step, (?P<ratio>[\d.]+)x the mean rank")
+STAGE_FINDING = re.compile(r"Pipeline stage (?P<stage>\d+) has the most work: .* is (?P<ms>[\d,.]+ ms) per "
+                           r"micro-batch, (?P<ratio>[\d.]+)x the mean stage")
+STRAGGLER_FINDING = re.compile(r"(?:Rank (?P<named>\d+) is a straggler: |No straggler named: rank (?P<seen>\d+) )"
+                               r"arrives (?P<late>[\d,.]+ ms) after .* last at (?P<last>\d+)% of its (?P<n>\d+) matched "
+                               r"collectives, chance (?P<chance>\d+)%\) and the other ranks lose (?P<lost>[\d,.]+ ms)")
+EXPOSED = re.compile(r"(?P<s>\w+) (?P<exposed>[\d,.]+ ms)(?: \((?P<wait>[\d,.]+ ms) waiting for the last peer, "
+                     r"(?P<transfer>[\d,.]+ ms) transfer\))?, (?P<hidden>\d+)% hidden")
+
+
+@pytest.mark.parametrize("path", RUNS + PUBLIC, ids=lambda p: p.name.split(".")[0] if p.suffix == ".gz" else p.name)
+def test_imbalance_and_overlap_findings_quote_the_report(doc, path):
+    """Every number an imbalance or overlap finding states is the one the report shows for it: the text report's
+    imbalance and pipeline stages tables (per rank per step, per micro-batch), the straggler's evidence in the
+    JSON, and for overlap the per rank per step times, which for a strategy every rank runs are compare's
+    exposed_comm.<strategy>."""
+    from traceparse.report.text import ms, render
+    from traceparse.run_metrics import run_metrics
+
+    d = doc(path)
+    text = render(d)
+    imb, ov = d["checks"]["imbalance"], d["checks"]["overlap"]
+    ranks = {int(r["rank"]): r for r in text_table(text, "imbalance per rank, per step")} if len(imb["per_rank"]) > 1 \
+        else {}
+    for f in imb["findings"]:
+        if m := FLOOR_FINDING.match(f):
+            assert m["ms"] == ranks[int(m["rank"])]["compute floor"], f
+            assert float(m["ratio"]) == round(imb["compute_floor"]["max_over_mean"], 2), f
+        elif m := STAGE_FINDING.match(f):
+            stages = [r for r in text_table(text, "pipeline stages, per micro-batch") if r["stage"] == m["stage"]]
+            assert len(stages) == 1 and m["ms"] == stages[0]["compute floor"], f
+            assert float(m["ratio"]) == round(imb["heavy_stage_over_mean"], 2), f
+        elif m := STRAGGLER_FINDING.match(f):
+            e = imb["straggler"]
+            assert int(m["named"] or m["seen"]) == e["rank"] and (m["named"] is not None) == (imb["straggler_rank"]
+                                                                                              is not None), f
+            assert (m["late"], m["lost"]) == (ms(e["lateness_ns"]), ms(e["lost_per_step_ns"])), f
+            assert (int(m["last"]), int(m["n"])) == (round(100 * e["last_fraction"]), e["collectives"]), f
+            assert ms(e["lost_per_step_ns"]) in text.split("imbalance per rank, per step", 1)[1].split("\n", 1)[0] \
+                or imb["straggler_verdict"] == "named", f
+    per, metrics = ov.get("per_strategy") or {}, run_metrics(d)
+    n_windows = len(d["summary"]["per_step"])
+    for f in ov.get("findings") or []:
+        if not f.startswith("Exposed communication per rank per step"):
+            continue
+        for m in EXPOSED.finditer(f.split(": ", 1)[1]):
+            v = per[m["s"]]
+            assert m["exposed"] == ms(v["exposed_per_step_ns"]) and int(m["hidden"]) == round(100 * v["overlap"]), f
+            if m["wait"]:
+                assert (m["wait"], m["transfer"]) == (ms(v["waiting_per_step_ns"]), ms(v["exposed_transfer_per_step_ns"]))
+            assert v["exposed_per_step_ns"] == round(v["exposed_ns"] / v["windows"])
+            if v["windows"] == n_windows:  # every rank and step: compare's per rank per step metric
+                assert ms(metrics[f"exposed_comm.{m['s']}"].value) == m["exposed"], f

@@ -55,6 +55,7 @@ def render(doc: dict) -> str:
         "",
         render_checks(doc),
         "",
+        render_imbalance(doc),
         "per rank: totals over its step windows (explain: step_time, profiled_window, compute_time, comm_time); "
         "comm total counts the communication the steps launched, also where it runs past them; "
         "comm % = comm in windows / windows total",
@@ -214,6 +215,38 @@ def render_findings(doc) -> str:
     for cid, c in flagged.items():
         out += check_lines(cid, c)
     return "\n".join(out)
+
+
+def render_imbalance(doc) -> str:
+    """The numbers imbalance's findings quote: per rank per step, the pipeline stages per micro-batch, and the
+    straggler verdict with its evidence; empty (no lines) for one rank."""
+    imb = doc["checks"]["imbalance"]
+    rows = imb.get("per_rank") or []
+    if len(rows) < 2:
+        return ""
+    out = [f"imbalance per rank, per step (explain: imbalance): straggler {_verdict(imb)}",
+           table(["rank", "step mean", "compute", "compute floor", "wait / collective", "last arrivals"],
+                 [[r["rank"], ms(r["step_mean_ns"]), ms(r["compute_ns"]), ms(r["compute_floor_ns"]), ms(r["wait_ns"]),
+                   r["last_arrivals"]] for r in rows])]
+    if imb.get("pp_stages"):
+        out += ["", "pipeline stages, per micro-batch: the heavy stage has the most compute floor",
+                table(["stage", "rank", "compute", "compute floor"],
+                      [[r["stage"], r["rank"], ms(r["compute_per_microbatch_ns"]),
+                        ms(r["compute_floor_per_microbatch_ns"])] for r in imb["pp_stages"]])]
+    return "\n".join(out) + "\n"
+
+
+def _verdict(imb) -> str:
+    e, verdict = imb.get("straggler") or {}, imb.get("straggler_verdict")
+    if verdict == "named":
+        return f"rank {e['rank']} (named)"
+    if verdict == "unknown":
+        return "unknown: " + imb["straggler_reason"]
+    if not e:
+        return verdict or "none"
+    p = "p unknown" if e.get("p") is None else f"p = {e['p']:.2g}"
+    return (f"{verdict or 'none'} (most costly: rank {e['rank']}, lateness {ms(e['lateness_ns'])}, {p}, "
+            f"others lose {ms(e['lost_per_step_ns'])} a step)")
 
 
 def render_checks(doc) -> str:

@@ -32,18 +32,23 @@ def step_split(doc) -> alt.Chart | None:
     ).properties(width=860, height=alt.Step(16))
 
 
-HEAT_PANELS = (("step time", "blues"), ("compute", "greens"), ("wait at collectives", "oranges"))
+HEAT_PANELS = (("step time", "blues"), ("compute (busy)", "greens"), ("compute floor", "greens"),
+               ("wait at collectives", "oranges"))
 
 
 def _heat_rows(doc) -> dict[str, list[dict]]:
-    """Per panel, the rows rank, step, value (ms): step time and compute from summary.per_step, the mean wait
-    per collective from imbalance.per_step; unknown values left out."""
+    """Per panel, the rows rank, step, value (ms): step time and compute (busy) from summary.per_step, the
+    compute floor (imbalance.per_rank: per step window, the same every step: what the findings on work quote),
+    the mean wait per collective from imbalance.per_step; unknown values left out."""
     steps = [r for r in doc["summary"]["per_step"] if r["step"] is not None]
-    waits = doc["checks"]["imbalance"].get("per_step") or []
+    imb = doc["checks"]["imbalance"]
+    waits = imb.get("per_step") or []
+    floor = {r["rank"]: r["compute_floor_ns"] for r in imb.get("per_rank") or ()}
     cell = lambda r, v: {"rank": r["rank"], "step": r["step"], "value": v / 1e6}  # noqa: E731
     return {
         "step time": [cell(r, r["window_ns"]) for r in steps if r["window_ns"] is not None],
-        "compute": [cell(r, r["compute_ns"]) for r in steps if r["compute_ns"] is not None],
+        "compute (busy)": [cell(r, r["compute_ns"]) for r in steps if r["compute_ns"] is not None],
+        "compute floor": [cell(r, floor[r["rank"]]) for r in steps if floor.get(r["rank"]) is not None],
         "wait at collectives": [cell(r, r["wait_ns"]) for r in waits if r["wait_ns"] is not None],
     }
 
@@ -74,7 +79,8 @@ def _panel(title, rows, scheme, marks, n_cells):
 
 
 def imbalance_heatmap(doc) -> alt.Chart | None:
-    """Ranks x steps: step time, compute and the wait at collectives, the straggler and hot rank outlined."""
+    """Ranks x steps: step time, compute (busy and floor) and the wait at collectives, the straggler and hot rank
+    outlined."""
     if doc["checks"]["imbalance"]["status"] == "not_applicable":
         return None  # one rank: nothing to compare
     panels = _heat_rows(doc)
