@@ -80,8 +80,9 @@ def expected(strategy, variant, x):
         used = ["delta", "Phi_dp", "microbatches"]
         if None in (dlt, v["Phi_dp"]):
             return None, "delta or Phi_dp unknown", used
-        if variant in ("zero2", "zero3") and v["sync_rounds"] < m:
-            return None, (f"gradients buffered across micro-batches ({v['sync_rounds']} reduce-scatter round(s) for "
+        rounds = v.get("sync_rounds") or m  # a forecast (whatif) follows the notes: a round per micro-batch
+        if variant in ("zero2", "zero3") and rounds < m:
+            return None, (f"gradients buffered across micro-batches ({rounds} reduce-scatter round(s) for "
                           f"m = {m}, e.g. FSDP2's set_requires_gradient_sync(False)): the notes' ZeRO-2/3 formulas "
                           "reduce-scatter after every micro-batch"), used + ["sync_rounds"]
         coef, text = {"zero2": (m + 1, "(m + 1) delta Phi_dp [ZeRO-2: RS per micro-batch + AG]"),

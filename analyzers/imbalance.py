@@ -186,14 +186,14 @@ def _arrivals(ctx, steps: dict, floor: dict) -> dict:
                 for (r, s), w in sorted(step_waits.items())]
     matched = len({r["match_key"] for r in rows})
     gaps = _unmatched(ctx)
-    verdict = _straggler(rows, steps, floor, ctx.limits)
+    verdict = _straggler(rows, waits, last, steps, floor, ctx.limits)
     if not matched:
         verdict.update(verdict="unknown", rank=None, reason=_unknown_reason(gaps))
     elif verdict["evidence"]:
         verdict["evidence"]["arrival"] = {k: len(v) for k, v in sorted(basis.items())}
     return {"wait": {r: statistics.fmean(v) for r, v in waits.items()},
             "total_wait": {r: sum(v) for r, v in waits.items()}, "last": dict(last), "per_step": per_step,
-            "matched": matched, "unmatched": gaps["unmatched"], "gaps": gaps, **verdict}
+            "matched": matched, "unmatched": gaps["unmatched"], **verdict}
 
 
 def _unmatched(ctx) -> dict:
@@ -226,27 +226,25 @@ def _unknown_reason(gaps: dict) -> str:
     return "no collective could be matched across ranks: " + "; ".join(parts)
 
 
-def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
+def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) -> dict:
     """``{verdict, rank, reason, evidence}``: the rank the others wait for, judged on how late it arrives
     against how much arrivals move by chance (traceparse.stats.rank_outliers over steps), and on what it costs
-    the others per step. SPEC.definition gives the rule."""
-    late = defaultdict(lambda: defaultdict(list))  # unit (step) -> rank -> lateness at its collectives there
-    seen, chance, waits, rank_steps = defaultdict(int), defaultdict(list), defaultdict(list), defaultdict(set)
-    last, lost, others_wait = defaultdict(int), defaultdict(float), defaultdict(list)
+    the others per step. ``waits``: per rank its waits; ``last``: per rank how often it arrived last.
+    SPEC.definition gives the rule."""
+    late = defaultdict(lambda: defaultdict(list))  # step -> rank -> lateness at its collectives there
+    chance, rank_steps, lost, others_wait = defaultdict(list), defaultdict(set), defaultdict(float), defaultdict(list)
     for r in rows:
         late[r["step"]][r["rank"]].append(r["lateness_ns"])
-        seen[r["rank"]] += 1
         chance[r["rank"]].append(1 / r["size"])
-        waits[r["rank"]].append(r["wait_ns"])
         rank_steps[r["rank"]].add(r["step"])
         if not r["is_last"]:
             others_wait[r["match_key"]].append(r["wait_ns"])
     last_at = defaultdict(list)  # per rank, the others' mean wait at each collective it arrived last at
     for r in rows:
         if r["is_last"]:
-            last[r["rank"]] += 1
             lost[r["rank"]] += r["lead_ns"] * (r["size"] - 1)  # each other member waited that much longer
             last_at[r["rank"]].append(statistics.fmean(others_wait[r["match_key"]]))
+    seen = {q: len(w) for q, w in waits.items()}
     if len(seen) < 2:
         return {"verdict": "none", "rank": None, "reason": None, "evidence": None}
     latest = defaultdict(int)  # steps in which the rank is the latest on average
@@ -264,9 +262,9 @@ def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
         t = tests.get(r, {})
         lost_per_step = lost[r] / (len(seen) - 1) / len(rank_steps[r])  # per other rank and step
         return {
-            "rank": r, "collectives": seen[r], "last": last[r], "last_fraction": round(last[r] / seen[r], 4),
-            "chance_fraction": round(statistics.fmean(chance[r]), 4),
-            "last_by_chance_p": _round(stats.last_tail(chance[r], last[r]), 6),
+            "rank": r, "collectives": seen[r], "last": last.get(r, 0),
+            "last_fraction": round(last.get(r, 0) / seen[r], 4), "chance_fraction": round(statistics.fmean(chance[r]), 4),
+            "last_by_chance_p": _round(stats.last_tail(chance[r], last.get(r, 0)), 6),
             "steps": t.get("steps"), "latest_in_steps": latest[r],
             "lateness_ns": round(t["effect"]) if t else None,
             "standard_error_ns": round(t["se"]) if t.get("se") is not None else None,
@@ -299,9 +297,10 @@ def _straggler(rows, steps: dict, floor: dict, limits) -> dict:
         return {"verdict": "none", "rank": None, "reason": None, "evidence": top}
     why = []
     if not top["conclusive"]:
-        why.append("chance gives a rank this late " + (f"with p = {top['p']:.2g}" if top["p"] is not None else
-                   "too often to tell: with one step a one-off delay cannot be told from a steady one") + f" (a straggler needs p <= "
-                   f"{stats.ALPHA} after correcting for the {len(seen)} ranks)")
+        odds = f"with p = {top['p']:.2g}" if top["p"] is not None else \
+            "too often to tell: with one step a one-off delay cannot be told from a steady one"
+        why.append(f"chance gives a rank this late {odds} (a straggler needs p <= {stats.ALPHA} after correcting for "
+                   f"the {len(seen)} ranks)")
     if not top["material"]:
         why.append(f"it costs the others {top['lost_share']:.1%} of the step (a straggler costs >= {min_share:.0%})"
                    if top["lost_share"] is not None else "the step time is unknown")

@@ -190,7 +190,11 @@ def _rows(collectives):
 
 def _judge(collectives, step_ns=100e6, floor=None):
     ranks = {r for _, a in collectives for r in a}
-    return imbalance._straggler(_rows(collectives), dict.fromkeys(ranks, step_ns), floor or dict.fromkeys(ranks, 1.0),
+    rows, waits, last = _rows(collectives), {}, {}
+    for r in rows:
+        waits.setdefault(r["rank"], []).append(r["wait_ns"])
+        last[r["rank"]] = last.get(r["rank"], 0) + r["is_last"]
+    return imbalance._straggler(rows, waits, last, dict.fromkeys(ranks, step_ns), floor or dict.fromkeys(ranks, 1.0),
                                 {"warn_straggler_share": 0.05, "warn_max_over_mean": 1.10})
 
 

@@ -231,7 +231,10 @@ METRICS = {
         "when the micro-batches per step differ): delta = new - base, relative = delta / base (none when base is "
         "0), its threshold and whether it regressed (traceparse explain regression); layout changes first, a "
         "change of parallel degrees said plainly; a metric of one run only is reported, never a regression",
-        "the verdict: regressed (exit 1) when any metric regressed, else ok (exit 0); bad input exits 2",
+        "the verdict: regressed (exit 1) when any metric regressed, else ok (exit 0); bad input exits 2. A metric "
+        "regresses past its threshold only when the change is also beyond the two runs' step-to-step variation "
+        "(Welch's t, p <= 0.01) and, for step time and exposed communication, not explained by a busier host "
+        "(imbalance.stretch); the straggler only when named (conclusive) in NEW (traceparse explain regression)",
     ),
     "regression": (
         "Regression of a metric",
