@@ -3,8 +3,8 @@
     python scripts/mutation_campaign.py --cases 5000 --seed 1 --out report.json
 
 generates ``--cases`` seeded cases over the classes (``--classes exponent,bad_value,...``; default all: the
-loading classes of tests/mutation/generate.py and the surface classes of tests/mutation/surfaces.py, ``output``,
-``history``, ``arguments``, ``concurrent``)
+loading classes of tests/mutation/generate.py, the surface classes of tests/mutation/surfaces.py, ``output``,
+``history``, ``arguments``, ``concurrent``, and ``dump``, hostile Flight Recorder dumps, tests/mutation/dumps.py)
 plus one unmutated control per input arrangement, runs each as a ``traceparse`` subprocess in its
 own folders, session and memory limit, and writes a JSON report: counts per class and outcome, the
 first examples of each failure (their inputs, stdout, stderr and a case.json with the command to

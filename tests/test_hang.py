@@ -1,24 +1,34 @@
 """traceparse hang on real hung and crashed gloo jobs (fixtures/hangs, made by fixtures/hang.py).
 
 Each case's truth.json is computed by the generator from the job's configuration: which group, op and
-collective number the ranks diverge at, who entered, who did not, and the kind.
+collective number the ranks diverge at, who entered, who did not, and the kind. The cases written by torch's own
+dump writer (``truth["dumps"]["writer"] == "torch"``) are read from their folder exactly as torch left it
+(``TORCH_FR_DUMP_TEMP_FILE`` + rank, no suffix); their NCCL variants (``fixtures.hang.nccl_variant``: the same
+dumps changed only where NCCL writes otherwise) are checked against torch's own analyzer.
 """
 
 import gzip
 import json
+import logging
 import pickle
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from fixtures.hang import CASES as JOBS
+from fixtures.hang import nccl_variant
 from traceparse.cli import main
 from traceparse.document.hang import hang_document
+from traceparse.ingest.flight_recorder import is_dump
 from traceparse.load import open_run
 
 HANGS = Path(__file__).resolve().parents[1] / "fixtures" / "hangs"
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 CASES = sorted(p.name for p in HANGS.iterdir() if (p / "truth.json").exists()) if HANGS.exists() else []
+TORCH_WRITER = [c for c in CASES if json.loads((HANGS / c / "truth.json").read_text())["dumps"]["writer"] == "torch"]
 
 
 def truth(case):
@@ -30,15 +40,34 @@ def hang(paths):
         return hang_document(con)
 
 
+def dumps_of(case) -> list[Path]:
+    """The case's Flight Recorder dumps, found by content (torch names them without a suffix)."""
+    return sorted(p for p in (HANGS / case).iterdir() if is_dump(p))
+
+
+def traces_of(case) -> list[Path]:
+    return sorted((HANGS / case).glob("rank*.json.gz"))
+
+
+def cli(*args):
+    r = CliRunner().invoke(main, ["hang", *map(str, args), "--no-cache", "--format", "json"])
+    return r.exit_code, (json.loads(r.output) if r.exit_code in (0, 1) else r.output)
+
+
+def essentials(d) -> dict:
+    return {k: d[k] for k in ("kind", "group_ranks", "op", "seq", "entered", "missing", "mesh_dim")}
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("inputs", ["dumps", "dumps+traces"])
 def test_divergence_equals_the_truth(case, inputs):
     t = truth(case)
-    paths = sorted(map(str, (HANGS / case).glob("fr_rank*.pkl"))) if inputs == "dumps" else [HANGS / case]
+    paths = dumps_of(case) if inputs == "dumps" else [HANGS / case]
     d = hang(paths)["divergence"]
-    got = {k: d[k] for k in ("kind", "group_ranks", "op", "seq", "entered", "missing", "mesh_dim")}
+    got = essentials(d)
     assert got == {k: t[k] for k in got}
-    if inputs == "dumps+traces":  # the strategy from the tags of the traces' operations on that group
+    assert d["pg_desc"] == t["pg_desc"] and d["root"]
+    if inputs == "dumps+traces" and traces_of(case):  # the strategy from the tags of the traces' operations
         assert d["strategy"] == t["strategy"]
 
 
@@ -60,15 +89,24 @@ def test_the_point_to_point_deadlock_comes_from_the_calls_the_ranks_were_blocked
     assert {c["state"] for c in d["calls"].values()} == {"in flight at the dump"}
 
 
-def test_without_the_in_flight_records_a_gloo_deadlock_is_said_to_be_invisible(tmp_path):
+def test_without_the_in_flight_records_a_gloo_deadlock_is_said_to_be_invisible_and_narrowed_down(tmp_path):
+    """Torch's dumps alone (no in-flight record): nothing shows the deadlock, and the report says so, with what
+    the dumps and traces do show: each rank stopped after the grad-norm all_reduce #3 (completed) and before #4, in
+    no recorded collective, and the sends and receives its last traced step posted."""
     for f in (HANGS / "pp_deadlock").glob("*"):
         if not f.name.endswith(".inflight.json"):
             (tmp_path / f.name).write_bytes(f.read_bytes())
     doc = hang([tmp_path])
     assert doc["divergence"] is None
-    assert doc["notes"] == ["every recorded collective matches; the traces show sends and receives, which this "
-                            "backend's Flight Recorder does not record (gloo): a point-to-point deadlock would not "
-                            "show here"]
+    assert doc["notes"] == [
+        "every recorded collective matches; the traces show sends and receives, which this backend's Flight "
+        "Recorder does not record (gloo): a point-to-point deadlock would not show here. At the dumps: rank 0: in "
+        "no recorded collective, after all_reduce #3 on group [0, 1] (completed), before all_reduce #4 (its steps' "
+        "next collective); its last traced step posted send to 1, recv from 1; rank 1: in no recorded collective, "
+        "after all_reduce #3 on group [0, 1] (completed), before all_reduce #4 (its steps' next collective); its "
+        "last traced step posted recv from 0, send to 0"]
+    r = CliRunner().invoke(main, ["hang", str(tmp_path), "--no-cache"])
+    assert r.exit_code == 0 and "no divergence in what was recorded" in r.output and "(read the notes)" in r.output
 
 
 def test_a_missing_rank_is_shown_where_it_was_stuck():
@@ -156,3 +194,257 @@ def test_from_traces_alone_a_pipeline_stage_cut_off_leaves_its_neighbours_receiv
     (rank, call), = d["calls"].items()
     assert (d["kind"], d["op"], d["missing"], call["peer"]) == ("rank_died", "recv", [1], 1)
     assert d["entered"] == [int(rank)] and int(rank) in (0, 2)  # a neighbouring stage
+
+
+# ------------------------------------------------------------------ dumps as torch writes them
+def rank_of(path: Path) -> int:
+    return int(re.search(r"(\d+)(?:\.pkl)?$", path.name).group(1))
+
+
+@pytest.mark.parametrize("case", TORCH_WRITER)
+def test_torch_named_dumps_are_read_from_the_folder_as_torch_left_it(case):
+    """``TORCH_FR_DUMP_TEMP_FILE`` + rank, no suffix (``nccl_trace_rank_0``, ``rank_0``): found by content, in
+    ``traceparse hang DIR`` and beside traces named on their own (``hang DIR/rank*.json.gz DIR``), never passed
+    over for the traces alone (which say nothing of step 3: only the first step is profiled)."""
+    t = truth(case)
+    assert all(not p.suffix for p in dumps_of(case)) and len(dumps_of(case)) >= 3
+    forms = [[HANGS / case]]
+    if traces_of(case):
+        forms += [[f"{HANGS / case}/rank*.json.gz", HANGS / case], [HANGS / case, f"{HANGS / case}/rank*.json.gz"]]
+    for args in forms:
+        code, doc = cli(*args)
+        assert code == 1, (args, doc)
+        assert doc["source"] == "flight_recorder" and doc["ranks"] == sorted(rank_of(p) for p in dumps_of(case))
+        assert essentials(doc["divergence"]) == {k: t[k] for k in essentials(doc["divergence"])}
+
+
+def test_dumps_in_one_folder_and_traces_named_apart_as_in_the_issue(tmp_path):
+    """``traceparse hang DUMPDIR TRACES/rank*.json.gz``: the folder holds nothing but torch's suffix-less dumps;
+    before, it was passed over, the traces alone read, and "no divergence" said with exit 0 on a hung job."""
+    dumps, traces = tmp_path / "dumps", tmp_path / "traces"
+    dumps.mkdir()
+    traces.mkdir()
+    for f in dumps_of("torch_default_names"):
+        shutil.copy(f, dumps / f.name)
+    for f in traces_of("torch_default_names"):
+        shutil.copy(f, traces / f.name)
+    code, doc = cli(dumps, f"{traces}/rank*.json.gz")
+    assert code == 1 and doc["source"] == "flight_recorder"
+    assert essentials(doc["divergence"]) == {k: truth("torch_default_names")[k] for k in essentials(doc["divergence"])}
+
+
+def test_a_folder_that_yields_nothing_is_said_never_passed_over(tmp_path):
+    """A folder of the user's from which nothing is read (a log, a pickle that is not a dump) is a note beside
+    what the other paths gave, and an error when it is all there is."""
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "rank_0.log").write_text("[rank 0] step 3\n")
+    (stray / "state_0").write_bytes(pickle.dumps({"step": 3}, protocol=2))
+    code, doc = cli(stray, *dumps_of("torch_default_names"))
+    assert code == 1
+    assert [n for n in doc["notes"] if "nothing read from this folder" in n] == [
+        f"{stray}: nothing read from this folder: no trace (*.json, *.json.gz) or Flight Recorder dump (a pickle or "
+        "JSON of torch's dump, whatever its name) in it"]
+    r = CliRunner().invoke(main, ["hang", str(stray), "--no-cache"])
+    assert r.exit_code == 2 and "no trace files" in r.output and "Flight Recorder dumps" in r.output
+
+
+# ------------------------------------------------------------------ groups, dead ranks, root causes
+def test_two_groups_of_the_same_ranks_are_two_groups():
+    """The default group and new_group(group_desc="metrics") over the same 4 ranks: rank 2 skips gradient bucket
+    all_reduce #8 of the default group and waits in metrics all_reduce #4. Before, the two groups' calls were
+    merged by their ranks and reported as a size mismatch at all_reduce #4."""
+    t = truth("same_members_groups")
+    doc = hang(dumps_of("same_members_groups"))
+    first, *rest = doc["divergences"]
+    assert (first["pg_name"], first["pg_desc"]) == ("0", "default_pg")
+    assert [(s["rank"], s["pg_desc"], s["seq"]) for s in first["skipped"]] == [(2, "metrics", 4)]
+    assert [(d["group_ranks"], d["pg_desc"], d["seq"], d["entered"], d["missing"], d["root"]) for d in rest] == [
+        (b["group_ranks"], b["pg_desc"], b["seq"], b["entered"], b["missing"], False) for b in t["blocked_downstream"]]
+    assert [(e["rank"], e["pg_desc"], e["seq"]) for e in rest[0]["explained_by"]] == [
+        (r, "default_pg", t["seq"]) for r in t["blocked_downstream"][0]["missing"]]
+    assert all(d["kind"] == "missing_rank" for d in doc["divergences"])
+    assert sorted((r["rank"], r["pg_desc"], r["seq"]) for r in doc["last_completed"]) == sorted(
+        [(r, "default_pg", t["seq"] - 1) for r in range(4)] + [(r, "metrics", 3) for r in range(4)])
+
+
+def test_a_dead_rank_with_two_buckets_in_flight():
+    """Rank 3 dies in the forward of step 3 (no dump); the others enqueued both gradient buckets (#7, #8) before
+    either completed, and both ended in failure: gloo marks them retired as it does a completed call. The first
+    divergence is #7, the earliest call rank 3 never entered; #6 is the last known completed; #7 and #8 are said to
+    have ended, not to have completed. Before: #8 first, and #7 "completed"."""
+    t = truth("dead_rank_two_buckets")
+    doc = hang([HANGS / "dead_rank_two_buckets"])
+    d = doc["divergence"]
+    assert (d["kind"], d["seq"], d["entered"], d["missing"]) == (t["kind"], t["seq"], t["entered"], t["missing"])
+    assert {c["outcome"] for c in d["calls"].values()} == {"ended"}
+    assert [(r["rank"], r["seq"], [(a["seq"], a["outcome"]) for a in r["after"]]) for r in doc["last_completed"]] == [
+        (r, t["last_completed"], [(s, "ended") for s in t["ended_not_completed"]]) for r in t["entered"]]
+    r = CliRunner().invoke(main, ["hang", str(HANGS / "dead_rank_two_buckets"), "--no-cache"])
+    assert r.exit_code == 1
+    assert "rank_died: all_reduce #7" in r.output and "ended: completed or failed (gloo marks both retired)" in r.output
+    assert re.search(r"all_reduce +6 +#7 ended, #8 ended", r.output)
+
+
+def test_the_root_cause_comes_first_when_its_consequence_came_first_in_time():
+    """dp2 x tp2, ranks 2 and 3 on a slower host: ranks 0 and 1 enter their dp all_reduces before rank 2 enters the
+    tp all_reduce rank 3 never calls. Rank 2 is missing from dp [0, 2] because its own dump holds it blocked in tp
+    #7, which its earlier steps issue first; rank 3 is missing from dp [1, 3] because it never reached tp #7."""
+    t = truth("mesh_slow_tp_hang")
+    doc = hang([HANGS / "mesh_slow_tp_hang"])
+    by_time = min(doc["divergences"], key=lambda d: d["time_ns"])
+    assert by_time["pg_desc"] == "mesh_dp"  # the case's premise: a consequence was issued first
+    first, *rest = doc["divergences"]
+    assert essentials(first) == {k: t[k] for k in essentials(first)} and first["root"]
+    assert sorted((d["group_ranks"], d["entered"], d["missing"], d["root"]) for d in rest) == sorted(
+        (b["group_ranks"], b["entered"], b["missing"], False) for b in t["blocked_downstream"])
+    why = {tuple(d["group_ranks"]): d for d in rest}
+    assert [(e["rank"], e["group_ranks"], e["seq"]) for e in why[(0, 2)]["explained_by"]] == [(2, [2, 3], 7)]
+    assert [(e["rank"], e["group_ranks"], e["seq"]) for e in why[(1, 3)]["never_reached"]] == [(3, [2, 3], 7)]
+
+
+# ------------------------------------------------------------------ NCCL: the same dumps as NCCL writes them
+def nccl_folder(case, out: Path) -> Path:
+    """The case's dumps as ``nccl_variant`` makes them, named as NCCL's watchdog names its dumps."""
+    out.mkdir()
+    for f in dumps_of(case):
+        if f.suffix == ".json":
+            continue  # the plugin's JSON twin of a pickle
+        r = rank_of(f)
+        (out / f"nccl_trace_rank_{r}").write_bytes(
+            pickle.dumps(nccl_variant(pickle.loads(f.read_bytes()), r, JOBS[case]), protocol=2))
+    return out
+
+
+def torch_analyzer(folder: Path) -> list[tuple]:
+    """What torch's Flight Recorder analyzer (``torchfrtrace``'s ``build_db``) logs about each collective it finds
+    wrong: (group "name:desc", sequence number, missing ranks or culprits, what)."""
+    import argparse
+
+    from torch.distributed.flight_recorder.components.builder import build_db
+
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: said.append(rec.getMessage())
+    log = logging.getLogger("Flight Recorder")
+    log.addHandler(handler)
+    try:
+        details = {f.name: {"rank": rank_of(f), **pickle.loads(f.read_bytes())} for f in sorted(folder.iterdir())}
+        build_db(details, argparse.Namespace(verbose=False, just_print_entries=False, allow_incomplete_ranks=True,
+                                             mismatch_cap=10, selected_ranks=None, pg_filters=None,
+                                             print_stack_trace=False), "2.10")
+    finally:
+        log.removeHandler(handler)
+    out, cur = [], None
+    for m in said:
+        if (g := re.match(r"(Not all ranks joining collective,|Collective) sequence number: (\d+)", m)):
+            cur = {"seq": int(g[2]), "what": "missing" if g[1].startswith("Not") else "error"}
+            out.append(cur)
+        elif cur is not None and (g := re.match(r"(group info|missing ranks|error msg|collective): (.*)", m)):
+            cur[g[1]] = g[2]
+        elif m.startswith("We cannot decide"):
+            out.append({"what": "undecided"})
+    return out
+
+
+@pytest.mark.parametrize("case", [*TORCH_WRITER, "pp_deadlock"])
+def test_nccl_variants_give_the_same_answer_and_agree_with_torchs_analyzer(case, tmp_path):
+    """NCCL's states (completed, started) and its send and receive entries: the same divergence as the truth; the
+    divergences torch's analyzer logs are the ones traceparse finds (it lists them in its own order, a consequence
+    first where it meets it first; it cannot decide anything when a rank left no dump)."""
+    t = truth(case)
+    folder = nccl_folder(case, tmp_path / "nccl")
+    doc = hang([folder])
+    d = doc["divergence"]
+    assert essentials(d) == {k: t[k] for k in essentials(d)} and d["root"]
+    torch_says = torch_analyzer(folder)
+    if case == "dead_rank_two_buckets":
+        assert torch_says and {s["what"] for s in torch_says} == {"undecided"}
+        assert {c["outcome"] for c in d["calls"].values()} == {"in_flight"}
+        assert {(r["seq"], tuple(a["seq"] for a in r["after"])) for r in doc["last_completed"]} == {
+            (t["last_completed"], tuple(t["ended_not_completed"]))}
+    elif case == "pp_deadlock":
+        assert [(s["what"], s["collective"], s["error msg"].split(";")[0]) for s in torch_says] == [
+            ("error", "nccl:recv 0<-1", "Culprit rank 1")]
+        assert sorted((c["rank"], c["op"], c["peer"]) for c in d["p2p"]) == [(0, "recv", 1), (1, "recv", 0)]
+    else:
+        ours = {(f"{x['pg_name']}:{x['pg_desc']}", x["seq"], frozenset(x["missing"])) for x in doc["divergences"]}
+        theirs = {(s["group info"], s["seq"], frozenset(int(r) for r in re.findall(r"\d+", s["missing ranks"])))
+                  for s in torch_says}
+        assert theirs == ours
+
+
+# ------------------------------------------------------------------ dumps that contradict each other
+def as_is(_rank, dump):
+    return dump
+
+
+def rewritten(case, out: Path, change) -> Path:
+    """The case's dumps copied to ``out``, each passed through ``change(rank, dump)`` (None: left out)."""
+    out.mkdir()
+    for f in dumps_of(case):
+        d = change(rank_of(f), pickle.loads(f.read_bytes()))
+        if d is not None:
+            (out / f.name).write_bytes(pickle.dumps(d, protocol=2))
+    return out
+
+
+def test_two_different_dumps_of_one_rank_are_refused(tmp_path):
+    folder = rewritten("same_members_groups", tmp_path / "d", as_is)
+    shutil.copy(HANGS / "same_members_groups" / "rank_2", folder / "other_1")  # rank 2's buffer under rank 1's name
+    r = CliRunner().invoke(main, ["hang", str(folder), "--no-cache"])
+    assert r.exit_code == 2
+    assert "a second Flight Recorder dump of rank 1 that is not the same rank's buffer" in r.output
+    assert "record 10 is all_reduce #" in r.output
+
+
+def test_the_same_dump_twice_is_read_once(tmp_path):
+    folder = rewritten("same_members_groups", tmp_path / "d", as_is)
+    shutil.copy(HANGS / "same_members_groups" / "rank_1", folder / "copy_of_rank_1")
+    with open_run([folder], use_cache=False) as con:
+        assert con.execute("SELECT count(*) FROM fr_dumps WHERE rank = 1").fetchone()[0] == 1
+        assert con.execute("SELECT count(*) FROM load_issues WHERE what LIKE 'skipped: another dump of rank 1%'"
+                           ).fetchone()[0] == 1
+    assert essentials(hang([folder])["divergence"]) == essentials(hang(dumps_of("same_members_groups"))["divergence"])
+
+
+def declare(rank, ranks):
+    """A change giving ``rank``'s dump a pg_config entry for group '1' (metrics) listing ``ranks``."""
+    def change(r, d):
+        if r == rank:
+            d["pg_config"] = {"1": {"name": "1", "desc": "metrics", "ranks": str(ranks)}}
+        return d
+    return change
+
+
+def test_dumps_listing_different_ranks_for_one_group_are_a_finding(tmp_path):
+    folder = rewritten("same_members_groups", tmp_path / "d", lambda r, d: declare(
+        r, [0, 1, 2, 3] if r == 0 else [1, 5, 6])(r, d) if r in (0, 1) else d)
+    code, doc = cli(folder)
+    assert code == 1
+    assert [(c["what"], c["pg_name"], c["declared"]) for c in doc["contradictions"]] == [
+        ("dumps list different ranks for one group", "1", {"ranks [0]": [0, 1, 2, 3], "ranks [1]": [1, 5, 6]})]
+
+
+def test_ranks_calling_on_a_group_another_dump_lists_without_them_are_a_finding(tmp_path):
+    """Rank 3's pg_config says metrics is [3, 5, 6]; ranks 0, 1 and 2 (whose gloo dumps list no members) call on
+    it: said, not dropped, even where the calls themselves would match."""
+    folder = rewritten("same_members_groups", tmp_path / "d", declare(3, [3, 5, 6]))
+    code, doc = cli(folder)
+    assert code == 1
+    assert [(c["pg_name"], c["callers"], c["declared"]) for c in doc["contradictions"]] == [
+        ("1", [0, 1, 2], {"ranks [3]": [3, 5, 6]})]
+    r = CliRunner().invoke(main, ["hang", str(folder), "--no-cache"])
+    assert "contradiction: ranks [0, 1, 2] call on a group whose members rank 3's dump lists without them" in r.output
+
+
+def test_the_plugins_dump_and_torchs_own_of_one_rank_are_read_once_with_the_in_flight_record(tmp_path):
+    """With ``profiler.flight_recorder.enable(run_dir)`` NCCL's watchdog writes ``fr_rank<r>`` (torch's name) beside
+    the plugin's ``fr_rank<r>.pkl``: two snapshots of one buffer, read once, the in-flight record kept."""
+    for f in (HANGS / "skip_allreduce").iterdir():
+        shutil.copy(f, tmp_path / f.name)
+        if f.suffix == ".pkl":
+            shutil.copy(f, tmp_path / f.stem)
+    doc = hang([tmp_path])
+    assert essentials(doc["divergence"]) == essentials(hang([HANGS / "skip_allreduce"])["divergence"])
+    assert doc["divergence"]["instead"]["1"]["at_dump"]["frame"].startswith("stall (")

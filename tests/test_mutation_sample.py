@@ -2,7 +2,8 @@
 
 110 damaged traces and command lines over the loading classes (``tests/mutation/generate.py``), and one case
 per operator of the newer surfaces (``tests/mutation/surfaces.py``: -o targets, run histories, argument
-checks) plus one of the Python API called at once, each run
+checks; ``tests/mutation/dumps.py``: hostile Flight Recorder dumps for hang) plus one of the Python API called at
+once, each run
 as a ``traceparse`` subprocess in its own folders, session and memory limit (``tests/mutation/run.py``)
 and judged by ``tests/mutation/checks.py``: exit 0/1 with every lost event or field counted in
 load_issues, or exit 2 with one line naming the file; no traceback, no signal, nothing left running
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="us
 SEED = 20251201
 CASES = 110  # over the loading classes: every operator met
 # the surface classes: one case per operator (one for concurrent, the slow one); about a minute at 2 at a time
-SURFACE_CASES = {"output": 10, "history": 9, "arguments": 8, "concurrent": 1}
+SURFACE_CASES = {"output": 10, "history": 9, "arguments": 8, "concurrent": 1, "dump": 9}
 LOADING_CLASSES = [c for c in CLASSES if c not in SURFACE_CLASSES]
 JOBS = int(os.environ.get("TRACEPARSE_MUTATION_JOBS") or min(2, os.cpu_count() or 1))
 

@@ -333,8 +333,9 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of standard output.")
 def hang(paths, db, no_cache, allow_mixed, fmt, output):
-    """Where the ranks of a hung or crashed job diverge, from Flight Recorder dumps and/or traces in PATHS.
-    Exit 0: no divergence found, 1: a divergence found."""
+    """Where the ranks of a hung or crashed job diverge, from Flight Recorder dumps and/or traces in PATHS (a
+    folder's dumps are recognized by content, whatever their names: torch's nccl_trace_rank_0, rank_0, ...).
+    Exit 0: no divergence found, 1: a divergence found, or dumps that contradict each other."""
     from .document.hang import hang_document
     from .report.hang import render_hang
 
@@ -343,7 +344,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
         doc = hang_document(con)
     out = json.dumps(doc, indent=2) if fmt == "json" else render_hang(doc)
     _emit(out, output)
-    sys.exit(1 if doc["divergence"] else 0)
+    sys.exit(1 if doc["divergence"] or doc["contradictions"] else 0)
 
 
 @main.command()
@@ -424,6 +425,19 @@ def schema():
     click.echo(markdown())
 
 
+def _labelled(label: str, text: str, width: int = 100) -> str:
+    """``label:`` then the text wrapped to ``width``, a sentence to a paragraph (long definitions read as lines)."""
+    import re
+    import textwrap
+
+    sentences = re.split(r"(?<=\.)\s+(?=[A-Z])", text.strip())
+    lines = [f"  {label}:"]
+    for sentence in sentences:
+        lines += textwrap.wrap(sentence, width=width, initial_indent="    ", subsequent_indent="      ",
+                               break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines)
+
+
 @main.command()
 @click.argument("ident")
 def explain(ident):
@@ -435,8 +449,9 @@ def explain(ident):
 
     check = specs().get(ident)
     if check:
-        click.echo(f"{check.id}: {check.title}\n  definition: {check.definition}\n  numerator: {check.numerator}\n"
-                   f"  denominator: {check.denominator}\n  needs: {check.needs}\n  notes: {check.notes}")
+        click.echo(f"{check.id}: {check.title}")
+        for label in ("definition", "numerator", "denominator", "needs", "notes"):
+            click.echo(_labelled(label, getattr(check, label)))
         return
     rule = next((r for r in load_rules() if r.id == ident), None)
     if rule:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import TraceError, shown
-from .inputs import expand_inputs, no_trace_files
+from .inputs import expand_inputs, folders_read, no_trace_files
 from .run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from .store.schema import SCHEMA_VERSION
 
@@ -118,6 +118,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += missing_ranks(summaries)
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
         issues += [(shown(p), "info", f"skipped: {why}", 1) for p, why in skipped]
+        gone = {Path(p) for p, _ in skipped}
+        issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
         from .store.build import build_store
@@ -408,11 +410,11 @@ def _main_not_rerun():
 def _parse_one(job):
     from .ingest.flight_recorder import is_dump, read_dump
     from .ingest.rank import parse_rank_file
-    from .inputs import not_a_trace
+    from .inputs import DUMPS, not_a_trace
 
     path, out, sniff = job
     try:
-        if is_dump(path):
+        if is_dump(path) or ((not sniff or path.suffix in DUMPS) and _pickled(path)):  # named a dump: read as one
             try:
                 return {"kind": "flight_recorder", **read_dump(path)}
             except TraceError as e:
@@ -428,19 +430,64 @@ def _parse_one(job):
         raise TraceError(path, f"cannot read: {e.strerror or e}") from None
 
 
+def _pickled(path) -> bool:
+    from .ingest.flight_recorder import PICKLE
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == PICKLE
+    except OSError:
+        return False
+
+
 def _one_dump_per_rank(dumps) -> tuple[list[dict], list[tuple]]:
-    """One dump per rank: of a pickle and a JSON dump of the same rank (the two formats of one dump), the
-    pickle, which keeps the stack frames; two dumps of one format for a rank are refused."""
-    kept = {}
-    for d in sorted(dumps, key=lambda d: (d["rank"], d["format"] != "pickle")):
-        first = kept.get(d["rank"])
-        if first is None:
-            kept[d["rank"]] = d
-        elif first["format"] == d["format"]:
-            raise TraceError(d["file"], f"a second Flight Recorder dump of rank {d['rank']} (the first: {first['file']})")
-    skipped = [(d["file"], "info", f"skipped: the pickle dump of rank {d['rank']} is loaded instead", 1)
-               for d in dumps if kept[d["rank"]] is not d]
-    return list(kept.values()), skipped
+    """One dump per rank. Several dumps of one rank are snapshots of its one ring buffer (a pickle and a JSON
+    written together; the plugin's dump and NCCL's own one, taken at different times) when every record id they
+    share holds the same call: the one with the newest record is read (of equals, the pickle, which keeps the
+    stack frames), with the in-flight record of another taken at the same point, and the others are said to be
+    skipped. Dumps of one rank that contradict each other (a shared record id holding different calls, or no record
+    in common) are refused: they cannot both be that rank's."""
+    by_rank = {}
+    for d in dumps:
+        by_rank.setdefault(d["rank"], []).append(d)
+    kept, issues = [], []
+    for rank, ds in sorted(by_rank.items()):
+        ds.sort(key=lambda d: (-_newest(d), d["format"] != "pickle", -sum(e["retired"] for e in d["entries"]),
+                               d.get("inflight") is None, d["file"]))
+        first = ds[0]
+        for other in ds[1:]:
+            why = _contradiction(first, other)
+            if why:
+                raise TraceError(other["file"], f"a second Flight Recorder dump of rank {rank} that is not the same "
+                                                f"rank's buffer as {first['file']}: {why}")
+            if first.get("inflight") is None and other.get("inflight") and _newest(other) == _newest(first):
+                first = {**first, "inflight": other["inflight"], "issues": first["issues"] + other["issues"]}
+            same = _newest(other) == _newest(first) and {first["format"], other["format"]} == {"pickle", "json"}
+            issues.append((other["file"], "info", f"skipped: the pickle dump of rank {rank} is loaded instead" if same
+                           else f"skipped: another dump of rank {rank}, {first['file']}, holds the same buffer up to "
+                                "a later record and is loaded instead", 1))
+        kept.append(first)
+    return kept, issues
+
+
+def _newest(d) -> int:
+    return max((e["record_id"] for e in d["entries"]), default=-1)
+
+
+def _contradiction(a, b) -> str | None:
+    """Why two dumps of one rank cannot be snapshots of its one buffer, or None."""
+    def call(e):
+        return e["pg_name"], e["seq"], e["p2p_seq"], e["op"], e["input_sizes"]
+
+    ea, eb = ({e["record_id"]: e for e in d["entries"]} for d in (a, b))
+    shared = ea.keys() & eb.keys()
+    if ea and eb and not shared:
+        return "no record in common (another job's, or another rank's under this rank's name)"
+    for rid in sorted(shared):
+        if call(ea[rid]) != call(eb[rid]):
+            return (f"record {rid} is {ea[rid]['op']} #{ea[rid]['seq']} on group {ea[rid]['pg_name']!r} in one and "
+                    f"{eb[rid]['op']} #{eb[rid]['seq']} on group {eb[rid]['pg_name']!r} in the other")
+    return None
 
 
 def _stored_key(db: Path):

@@ -108,11 +108,18 @@ METRICS = {
         "dtype_mismatch; sends and receives paired per direction in issue order, the first without a partner a "
         "p2p_mismatch (the dumps' send/recv entries, plus the send or receive each rank was blocked in at its dump "
         "from fr_inflight, numbered op_id minus the collectives issued on the group before it). Sequence numbers below the highest first one a member's buffer holds are not compared",
-        "divergence = the group divergence issued first (the others are usually its consequence), with the group's "
+        "a group is its name (pg_id, or the trace's process group) and its members, never its members alone, so two "
+        "groups over the same ranks stay apart; divergence = the root cause: of the groups' divergences, the first "
+        "not explained by another (a divergence is explained when each missing rank is blocked in another group's "
+        "collective that its own earlier steps issue first, or never reached an earlier root), with the group's "
         "ranks, mesh dimension (its description), strategy and variant (the tags of the traces' operations on that "
-        "group and op), entered and missing ranks and each missing rank's last call; last_completed = per rank and "
-        "group the highest sequence number completed (Flight Recorder: state completed, or retired on backends "
-        "that record no completion)",
+        "group and op), entered and missing ranks and each missing rank's last call; the explained ones follow as "
+        "its consequences; a member that left no dump is taken never to have entered the earliest call nobody is "
+        "known to have completed; each call's outcome: completed, in flight, failed (NCCL), or ended (gloo marks "
+        "a completed and a failed call alike retired: ended is taken as completed only with evidence: a later call "
+        "in flight with every member dumped, a later step, every member entered and ended it, or another member "
+        "completed it); last_completed = per rank and group the highest sequence number completed; contradictions "
+        "between dumps (a group's members, a rank dumped twice with different buffers) are findings",
     ),
     "whatif": (
         "Forecast of another layout of the same model (traceparse whatif)",

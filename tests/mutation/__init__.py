@@ -6,6 +6,8 @@ subprocess of the ``traceparse`` CLI and judged against the loading promise (REA
 - ``generate``: the case classes and their mutation operators (``generate_cases(n, seed)``);
 - ``surfaces``: the classes of the newer surfaces (-o targets, histories, arguments, the API at once) and
   their checks; ``api_driver``: the script the ``concurrent`` cases run;
+- ``dumps``: the ``dump`` class, hostile Flight Recorder dumps for ``hang`` made from ``fixtures/hangs`` (its
+  builders are also ``tests/test_hang_hostile.py``'s);
 - ``run``: runs one case in its own folders, session and limits, and collects what happened;
 - ``checks``: decides the outcome (ok, crash, traceback, silent loss, ...);
 - ``campaign``: runs many cases (controls first), counts outcomes and keeps examples.

@@ -8,8 +8,8 @@ Outcomes, most severe first (a case gets the first that applies; ``flags`` lists
 - ``traceback``: a Python traceback or exception name on stderr, or exit 3 (internal error);
 - ``wrong refusal``: exit 2 where the input must load, or a refusal that is not one line naming the file;
 - ``not refused``: exit 0/1 where the input must be refused;
-- ``silent pass``: exit 0 where the command must fail with 1 (compare of runs with different ranks),
-  or exit 1 without saying why;
+- ``silent pass``: exit 0 where the command must fail with 1 (compare of runs with different ranks; ``hang``
+  saying "no divergence" of dumps that must be refused or show one), or exit 1 without saying why;
 - ``silent loss``: exit 0/1 but events lost beyond what the damage touched, lost without a new load
   issue, damage not reported though it must be, or the wrong rank;
 - ``miscount``: more events than the file holds;

@@ -109,6 +109,8 @@ OPCODES = {  # each pushes one value, built with an opcode the restricted unpick
     "a 5,000-digit LONG": Raw(b"L" + b"9" * 5000 + b"L\n"),
     "a 40-level tuple DAG as a dict key": tuple_dag_key(40),
     "a tuple nested 200,000 deep as a dict key": deep_tuple_key(200_000),
+    "10 million MARKs": Raw(b"(" * 10_000_000 + b"1" * 10_000_000 + b"N"),
+    "10 million MEMOIZEs of one value": Raw(b"N" + b"\x94" * 10_000_000),
 }
 
 
@@ -227,7 +229,7 @@ def bomb_sharing(rng, job=None, rank=None, where=None, string_mib=None, times=No
         if rng.random() < 0.5:
             string_mib = rng.choice([1, 2, 8])
         else:
-            width = rng.choice([200, 1000])
+            width = rng.choice([300, 1000])  # 27 million values and more: past MAX_VALUES
     if string_mib:
         times = times or 1024
         value = ["x" * (string_mib * MiB)] * times
@@ -377,7 +379,7 @@ def pg_status_odd(rng, job=None, rank=None, how=None):
     elif how == "cycle through a list":
         loop = [1]
         loop.append(loop)
-        d["pg_status"]["0"]["x"] = loop
+        next(iter(d["pg_status"].values()))["x"] = loop
     elif how == "a list":
         d["pg_status"] = [d["pg_status"]]
     else:
@@ -458,7 +460,12 @@ def build(kind: str, rng=None, **choices):
     return files, dumps, names, what
 
 
-# --- the campaign's operators ----------------------------------------------------------------------------------
+# --- the campaign's operators: each picks one of its builders ---------------------------------------------------
+
+OPERATORS = {"bomb": ["bomb_depth", "bomb_sharing"], "nesting": ["deep_nesting"], "opcode": ["opcode"],
+             "contradiction": ["contradiction", "duplicate_key"], "shape": ["frames_odd", "pg_status_odd"],
+             "nonfinite": ["nonfinite"], "out_of_range": ["out_of_range"], "inflight": ["inflight_odd"],
+             "valid": ["valid"]}
 
 
 def _case(rng, kind) -> Case:
@@ -470,13 +477,13 @@ def _case(rng, kind) -> Case:
                 max_rss_mb=RSS_BOUND_MB, expect={"rc": [1], "may_create": []})
 
 
-def _register(kind):
+def _register(name, kinds):
     def f(rng):
-        return _case(rng, kind)
+        return _case(rng, rng.choice(kinds))
 
-    f.__name__ = f"op_{kind}"
+    f.__name__ = f"op_{name}"
     op("dump")(f)
 
 
-for _kind in [*BUILDERS, "valid"]:
-    _register(_kind)
+for _name, _kinds in OPERATORS.items():
+    _register(_name, _kinds)

@@ -2,7 +2,7 @@
 
 ``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (the issue's nine, plus
 truncation and gzip damage, plus the surface classes of ``surfaces.py``: -o targets, run histories,
-argument checks, the API called at once), each class's operators taken in a seeded order so that a small sample
+argument checks, the API called at once; and hostile Flight Recorder dumps, ``dumps.py``), each class's operators taken in a seeded order so that a small sample
 still meets every operator, plus one ``control`` case (the unmutated input) per input arrangement the
 cases use: the controls run first and give the load issues an unmutated input has, so that a
 mutated case can tell a new load issue (the damage reported) from one the input always had.
@@ -1412,3 +1412,6 @@ def op_gz_split_members(rng):
 
 # the newer surfaces (-o targets, run histories, argument checks, the API at once): their classes and operators
 from . import surfaces  # noqa: E402, F401
+
+# hostile Flight Recorder dumps for hang (class "dump")
+from . import dumps  # noqa: E402, F401

@@ -53,7 +53,7 @@ NEW = {
 CLASSES.update(NEW)
 OPS.update({c: [] for c in NEW})
 CLASS_WEIGHT["concurrent"] = 0.5
-SURFACE_CLASSES = tuple(NEW)
+SURFACE_CLASSES = (*NEW, "dump")  # dump: hostile Flight Recorder dumps (dumps.py), judged as these are
 DRIVER = str(Path(__file__).with_name("api_driver.py"))
 H = "H.duckdb"
 

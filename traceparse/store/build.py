@@ -32,9 +32,9 @@ def macro_connection():
     return con
 
 
-FR_COLUMNS = ("record_id", "pg_name", "pg_desc", "group_ranks", "seq", "p2p_seq", "op_id", "op", "backend", "peer",
-              "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state", "retired", "time_created_ns",
-              "timeout_ms", "frames")
+FR_COLUMNS = ("record_id", "pg_name", "pg_desc", "pg_id", "group_ranks", "group_source", "seq", "p2p_seq", "op_id",
+              "op", "backend", "peer", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state",
+              "retired", "time_created_ns", "timeout_ms", "frames")
 INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group_ranks", "op_id", "input_sizes",
                     "input_dtypes", "frames")
 
@@ -93,15 +93,24 @@ def _insert_rows(con, table, rows):
 def _insert_dumps(con, dumps):
     _insert_rows(con, "fr_dumps", [(d["rank"], d["file"], d["version"], len(d["entries"]), json.dumps(d["pg_status"]))
                                    for d in dumps])
-    _insert_rows(con, "fr_entries", [(d["rank"], *(e[c] for c in FR_COLUMNS)) for d in dumps for e in d["entries"]])
+    _insert_rows(con, "fr_entries", [(d["rank"], *(e.get(c) if c != "group_source" else
+                                                   ("pg_config" if e["group_ranks"] else None) for c in FR_COLUMNS))
+                                     for d in dumps for e in d["entries"]])
     _insert_rows(con, "fr_inflight", [(d["rank"], *(d["inflight"][c] for c in INFLIGHT_COLUMNS))
                                       for d in dumps if d.get("inflight")])
-    # groups the dump's pg_config leaves out: the traces' process groups, else every rank that dumped calls on it
+    # groups the rank's own pg_config leaves out (gloo lists none but the default group, and that one only when it
+    # is the only group): the group is its name with its ranks, never its ranks alone (two groups may have the same)
     con.execute("""
-        UPDATE fr_entries f SET group_ranks = p.ranks FROM process_groups p
-        WHERE f.group_ranks IS NULL AND p.rank = f.rank AND p.pg_name = f.pg_name AND p.ranks IS NOT NULL;
-        UPDATE fr_entries f SET group_ranks = g.ranks
-        FROM (SELECT pg_name, list_sort(list(DISTINCT rank)) AS ranks FROM fr_entries GROUP BY 1) g
+        UPDATE fr_entries f SET group_ranks = g.ranks, group_source = 'pg_config of rank ' || g.rank
+        FROM (SELECT pg_name, group_ranks AS ranks, min(rank) AS rank FROM fr_entries
+              WHERE group_source = 'pg_config' GROUP BY ALL) g
+        WHERE f.group_ranks IS NULL AND g.pg_name = f.pg_name AND list_contains(g.ranks, f.rank);
+        UPDATE fr_entries f SET group_ranks = p.ranks, group_source = 'traces'
+        FROM (SELECT pg_name, ranks FROM process_groups WHERE ranks IS NOT NULL GROUP BY ALL) p
+        WHERE f.group_ranks IS NULL AND p.pg_name = f.pg_name AND list_contains(p.ranks, f.rank);
+        UPDATE fr_entries f SET group_ranks = g.ranks, group_source = 'dumps'
+        FROM (SELECT pg_name, list_sort(list(DISTINCT rank)) AS ranks FROM fr_entries
+              WHERE group_ranks IS NULL GROUP BY 1) g
         WHERE f.group_ranks IS NULL AND g.pg_name = f.pg_name""")
 
 

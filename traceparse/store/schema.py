@@ -76,10 +76,15 @@ TABLES = {
         [
             ("rank", "INTEGER", "the rank"),
             ("record_id", "BIGINT", "the entry's id in the rank's buffer (issue order)"),
-            ("pg_name", "VARCHAR", "process group name"),
+            ("pg_name", "VARCHAR", "process group name: with group_ranks, the group's identity (the same on every "
+             "rank; two groups of the same ranks are two groups)"),
             ("pg_desc", "VARCHAR", "process group description (default_pg, mesh_tp, ...)"),
+            ("pg_id", "BIGINT", "the group's number in the rank's process (pg_id; not the same across ranks)"),
             ("group_ranks", "INTEGER[]", "global ranks of the group: the dump's pg_config (gloo's '' is the default "
-             "group), else the traces' process_groups, else every rank whose dump holds calls on that group"),
+             "group), else another dump's pg_config of that group that lists this rank, else the traces' "
+             "process_groups, else every rank whose dump holds calls on that group (group_source)"),
+            ("group_source", "VARCHAR", "where group_ranks come from: pg_config, pg_config of rank N, traces, dumps "
+             "(the ranks whose dumps call on the group: a member that left no dump is not in it)"),
             ("seq", "BIGINT", "collective_seq_id: collectives issued on the group so far on this rank, from 1"),
             ("p2p_seq", "BIGINT", "p2p_seq_id: point-to-point calls on the group so far (0: not counted)"),
             ("op_id", "BIGINT", "op_id: collectives and point-to-point calls on the group so far, from 1"),
@@ -91,7 +96,8 @@ TABLES = {
             ("input_dtypes", "VARCHAR", "JSON: dtype of each input tensor"),
             ("output_dtypes", "VARCHAR", "JSON: dtype of each output tensor"),
             ("state", "VARCHAR", "scheduled, started or completed (gloo records only scheduled)"),
-            ("retired", "BOOLEAN", "the work has ended (done or failed) and left the buffer's active set"),
+            ("retired", "BOOLEAN", "the work has ended, completed or failed (gloo marks a failed call retired too), "
+             "and left the buffer's active set; false: in flight at the dump"),
             ("time_created_ns", "BIGINT", "when the call was issued (ns since the epoch)"),
             ("timeout_ms", "BIGINT", "the group's timeout"),
             ("frames", "VARCHAR", "JSON: the Python stack at the call ({name, filename, line}, innermost first)"),
