@@ -448,3 +448,18 @@ def test_the_plugins_dump_and_torchs_own_of_one_rank_are_read_once_with_the_in_f
     doc = hang([tmp_path])
     assert essentials(doc["divergence"]) == essentials(hang([HANGS / "skip_allreduce"])["divergence"])
     assert doc["divergence"]["instead"]["1"]["at_dump"]["frame"].startswith("stall (")
+
+
+def test_a_refused_dump_in_a_folder_is_an_error_not_a_missing_rank(tmp_path):
+    """A dump found by its content in a folder that holds impossible values (rank 1's dump numbering one collective
+    twice) stops the command naming it: skipping it would report rank 1 as dead."""
+    case = tmp_path / "run"
+    shutil.copytree(HANGS / "torch_default_names", case)
+    bad = case / "nccl_trace_rank_1"
+    dump = pickle.loads(bad.read_bytes())
+    colls = [e for e in dump["entries"] if e.get("collective_seq_id")]
+    colls[-1]["collective_seq_id"] = colls[-2]["collective_seq_id"]
+    colls[-1]["process_group"] = colls[-2]["process_group"]
+    bad.write_bytes(pickle.dumps(dump, protocol=2))
+    code, out = cli(case)
+    assert code == 2 and "nccl_trace_rank_1" in out and "rank_died" not in out, out

@@ -414,13 +414,15 @@ def _parse_one(job):
 
     path, out, sniff = job
     try:
-        if is_dump(path) or ((not sniff or path.suffix in DUMPS) and _pickled(path)):  # named a dump: read as one
+        if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
+            return {"kind": "flight_recorder", **read_dump(path)}
+        if (not sniff or path.suffix in DUMPS) and _pickled(path):  # named a dump, or a pickle in a folder
             try:
                 return {"kind": "flight_recorder", **read_dump(path)}
             except TraceError as e:
                 if not sniff:
                     raise
-                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray file in a folder
+                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
         if sniff and (why := not_a_trace(path)):
             return {"kind": "skipped", "file": path, "why": why}
         return parse_rank_file(path, out)

@@ -20,11 +20,12 @@ later value win unseen). Reading counts opcodes, and the result is measured befo
 parts counted each time they appear as the JSON text of it would hold them: a cycle, nesting past ``MAX_DEPTH``, more
 than ``MAX_VALUES`` values or ``MAX_TEXT`` bytes of JSON refuse it (a 3 KB pickle of shared lists 40 deep is 2^40
 values; one 8 MiB string listed 1,024 times is 8 GiB). The limits come from what real dumps hold: a ring buffer of
-``TORCH_NCCL_TRACE_BUFFER_SIZE`` entries (2,000 by default; 20,000 is a large setting), each about 30 fields and a
+``TORCH_NCCL_TRACE_BUFFER_SIZE`` entries (2,000 by default; 20,000 is a large setting), each about 20 fields and a
 stack of tens of frames, a few KB as JSON, nested 5 deep: 20,000 entries of 64 frames is 5.7 million values, 122 MB
-of JSON, a 106 MB pickle read in about 8 s and 770 MB of memory. Every number the store keeps is an integer in its column's range (ranks from 0 to 2^31 - 1; sequence
-numbers, ids and times from 0 to 2^63 - 1), shapes are lists of lists of sizes, stacks lists of frames; a dump that
-contradicts itself (a collective numbered twice on one group, a record id twice) is refused, naming what.
+of JSON, a 106 MB pickle read in about 8 s and 770 MB of memory. Every number the store keeps is an integer in its
+column's range (ranks from 0 to 2^31 - 1; sequence numbers, ids and times from 0 to 2^63 - 1), shapes are lists of
+lists of sizes, stacks lists of frames; a dump that contradicts itself (a collective numbered twice on one group, a
+record id twice) is refused, naming what.
 """
 
 import io
