@@ -272,8 +272,8 @@ def _brief(v, n: int = 40) -> str:
 def is_dump(path: Path) -> bool:
     """Recognized by content, whatever the name (torch writes ``TORCH_FR_DUMP_TEMP_FILE`` + rank, no suffix): a
     pickle (protocol 2+ marker) naming a dump's keys (``pg_config``, ``entries``) in its first 64 KiB, or a JSON
-    object with Flight Recorder keys (``pg_status``, entries' ``profiling_name``) and no ``traceEvents`` at its
-    start."""
+    object with ``entries`` and another Flight Recorder key (``pg_status``, ``pg_config``, entries'
+    ``profiling_name``) and no ``traceEvents`` at its start."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16)
@@ -281,8 +281,8 @@ def is_dump(path: Path) -> bool:
         return False  # unreadable: loading reports it
     if head[:1] == PICKLE:  # and the dump's first keys (torch writes version, pg_config, ..., entries)
         return b"pg_config" in head or b"entries" in head
-    return (head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head
-            and (b'"pg_status"' in head or b'"profiling_name"' in head))
+    return (head.lstrip()[:1] == b"{" and b'"traceEvents"' not in head and b'"entries"' in head
+            and (b'"pg_status"' in head or b'"pg_config"' in head or b'"profiling_name"' in head))
 
 
 def read_dump(path) -> dict:
