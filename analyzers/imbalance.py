@@ -106,11 +106,6 @@ SPEC = Spec(
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
                "scatter", "barrier")
-ARRIVAL = {"exec_ts_ns": "execution", "host_ts_ns": "call"}  # arrival: the first column every member has
-LAST_FRACTION = 1 / 2  # straggler: last in more than this share of its matched collectives
-WAIT_FRACTION = 1 / 2  # ... and its mean wait at most this fraction of the other ranks' median mean wait
-STRONG_WAIT_FRACTION = 1 / 10  # or at most this fraction, and last at least STRONG_CHANCE x chance
-STRONG_CHANCE = 1.5
 
 
 def run(ctx):
