@@ -1,8 +1,7 @@
-"""Checks: one analyzer per module (installed as traceparse.analyzers).
+"""The checks, one per module (installed as traceparse.analyzers), in report order.
 
-Each module has ``SPEC`` (analyzers.base.Spec) and ``run(ctx) -> Result``; it
-returns data and never prints or plots. ``ANALYZERS`` is the explicit list, in
-report order.
+Each check module has ``SPEC`` (``base.Spec``) and ``run(ctx) -> Result``; it returns data and never
+prints or plots. ``base`` and ``context`` are what a check is made of and what it receives.
 """
 
 from importlib import import_module
@@ -12,3 +11,17 @@ NAMES = ("bubble", "overlap", "imbalance", "comm_volume", "memory")
 
 def analyzers():
     return [import_module(f"{__name__}.{n}") for n in NAMES]
+
+
+def run_checks(con, layout: dict, stated: dict, sources: dict | None = None) -> dict:
+    """{check id: Result}, in report order."""
+    from traceparse.analyzers.context import Context
+    from traceparse.thresholds import check_thresholds
+
+    limits = check_thresholds()
+    return {m.SPEC.id: m.run(Context(con, layout, stated, limits.get(m.SPEC.id, {}), sources or {}))
+            for m in analyzers()}
+
+
+def specs() -> dict:
+    return {m.SPEC.id: m.SPEC for m in analyzers()}

@@ -1,16 +1,13 @@
 """What every check is made of: a spec that defines its numbers, and a result."""
 
 from dataclasses import dataclass, field
-from functools import cache
-from importlib.resources import files
 
-STATUSES = ("ok", "warn", "fail", "not_applicable")
+from traceparse.store.query import sql_file
 
 
-@cache
 def sql(name: str) -> str:
-    """The analyzer query ``analyzers/<name>.sql``, read whole (the one way analyzer SQL is loaded)."""
-    return files("traceparse.analyzers").joinpath(f"{name}.sql").read_text()
+    """The check query ``analyzers/<name>.sql``."""
+    return sql_file("traceparse.analyzers", f"{name}.sql")
 
 
 @dataclass(frozen=True)

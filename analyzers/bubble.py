@@ -14,9 +14,9 @@ import statistics
 from collections import defaultdict
 from fractions import Fraction
 
-from . import compute
-from .base import Result, Spec, grade, not_applicable, sql
-from .context import thresholds
+from traceparse.vocabulary import compute
+from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
+from traceparse.thresholds import check_thresholds
 
 SPEC = Spec(
     id="bubble",
@@ -338,7 +338,7 @@ def run(ctx):
                               "compute_ns": round(statistics.fmean(p["compute_ns"] for p in mine)),
                               "step_ns": round(statistics.fmean(p["step_ns"] for p in mine))})
     floor = compute.floor_per_rank(ctx, compute.mean_per_rank(windows))
-    stands_out = thresholds()["imbalance"]["warn_max_over_mean"]
+    stands_out = check_thresholds()["imbalance"]["warn_max_over_mean"]
     bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, stands_out)
 
     # reconstructed schedule and its ideal replay

@@ -2,10 +2,10 @@
 the size), against the notes' formulas (docs/parallelism.md 3, 4). The volume is not the input bytes of the
 collectives table (what the ranks pass to the calls): both are reported, each under its own name."""
 
-from traceparse.report.text import size
+from traceparse.render.text import size
 
-from . import model_facts as mf
-from .base import Result, Spec, grade, not_applicable, sql, worst
+from traceparse.layout import model_facts as mf
+from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql, worst
 
 VOLUME = "volume (notes' count: all-reduce 2x)"  # the name the findings, the text report and the chart give it
 

@@ -1,22 +1,14 @@
 """What a check receives: the store, the inferred layout, what the user stated, thresholds."""
 
-import tomllib
 from dataclasses import dataclass, field
-from functools import cache
-from importlib.resources import files
 
 from traceparse.store.query import rows
-
-
-@cache
-def thresholds() -> dict:
-    return tomllib.loads(files("traceparse.rules").joinpath("thresholds.toml").read_text())
 
 
 @dataclass
 class Context:
     con: object  # read-only DuckDB connection to the store
-    layout: dict  # traceparse.document.layout.inferred_layout(): values and "evidence"
+    layout: dict  # traceparse.layout.stated.inferred_layout(): values and "evidence"
     stated: dict  # what is given: --layout (degrees, model dims, optimizer) over the traces' plugin metadata
     limits: dict  # this check's table of rules/thresholds.toml
     sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent

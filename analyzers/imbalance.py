@@ -12,10 +12,10 @@ import statistics
 from collections import defaultdict
 
 from traceparse import stats
-from traceparse.report.text import ms
+from traceparse.render.text import ms
 
-from . import compute
-from .base import Result, Spec, grade, worst
+from traceparse.vocabulary import compute
+from traceparse.analyzers.base import Result, Spec, grade, worst
 
 SPEC = Spec(
     id="imbalance",

@@ -1,7 +1,7 @@
 """memory: the ZeRO memory model of parameters, gradients and optimizer state (docs/parallelism.md 3.1), beside the measured peak."""
 
-from . import model_facts as mf
-from .base import Result, Spec, not_applicable
+from traceparse.layout import model_facts as mf
+from traceparse.analyzers.base import Result, Spec, not_applicable
 
 SPEC = Spec(
     id="memory",

@@ -8,9 +8,9 @@ GPU number is HTA's get_comm_comp_overlap. Every number selects from the store's
 
 from collections import defaultdict
 
-from traceparse.report.text import ms
+from traceparse.render.text import ms
 
-from .base import Result, Spec, grade, not_applicable, sql, worst
+from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql, worst
 
 HTA_DEFINITION = (
     "HTA get_comm_comp_overlap: per rank, length of (union of NCCL kernels) intersected with (union of "

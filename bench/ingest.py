@@ -196,7 +196,7 @@ def run_one(kind: str, folder: str) -> dict:
     elif kind == "traceparse":
         import duckdb
 
-        from traceparse.load import load_run
+        from traceparse.load.run import load_run
 
         t1 = time.perf_counter()
         path, reused = load_run([folder], use_cache=False)

@@ -14,7 +14,7 @@ For each N it builds (or reuses) ``OUT/replica{N}`` with bench/replicate.py from
 
 reporting wall time, the driver's peak RSS (the child's main process: what the machine running the
 command needs) and the per-rank parse cost (CPU seconds of the tree per rank), the input of the
-README's projection.
+projection in docs/speed.md.
 
   python bench/scale.py --ranks 64 256 1024
 """

@@ -55,7 +55,7 @@ def truth_activations(run: str):
     less that rank's gradients (its params_per_rank x dtype_bytes in truth.json; zero_grad frees them each step)
     where they exist at the peak: 1F1B's steady state (m > N_PP - s), not GPipe's peak before its backwards."""
     from traceparse.document import document
-    from traceparse.load import open_run
+    from traceparse.load.run import open_run
 
     t = json.loads((RUNS / run / "truth.json").read_text())
     with open_run([RUNS / run]) as con:
@@ -80,8 +80,8 @@ def truth_memory(run: str) -> float:
 
 def forecast(run: str, target: str, given: str) -> dict:
     from traceparse.document import document
-    from traceparse.document.layout import parse_stated
-    from traceparse.load import open_run
+    from traceparse.layout.stated import parse_stated
+    from traceparse.load.run import open_run
     from traceparse.whatif import whatif_document
 
     stated = parse_stated(given)
@@ -93,7 +93,7 @@ def forecast(run: str, target: str, given: str) -> dict:
 def measured_terms(run: str) -> dict:
     """The target run's measured step and its terms, as whatif reports them for the measured run (measured.py):
     compute, exposed communication per strategy, and the rest (other = step - compute - exposed)."""
-    from traceparse.load import open_run
+    from traceparse.load.run import open_run
     from traceparse.whatif.measured import _times
 
     with open_run([RUNS / run]) as con:

@@ -1,4 +1,4 @@
-"""The full mutation campaign (README, "Reliability").
+"""The full mutation campaign (docs/reliability.md).
 
     python scripts/mutation_campaign.py --cases 5000 --seed 1 --out report.json
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import traceparse
 from traceparse.cli import main
 from traceparse.document import document
-from traceparse.load import connect, load_run
+from traceparse.load.run import connect, load_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 OUT = Path(sys.argv[1])

@@ -1,4 +1,4 @@
-"""The README's screenshots: the post-mortem page (docs/img/report.png) and the dashboard
+"""The screenshots of the README and docs/: the post-mortem page (docs/img/report.png) and the dashboard
 (docs/img/dashboard.png).
 
     python scripts/screenshots.py [--only report|dashboard] [--out-dir docs/img]

@@ -47,7 +47,7 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def store(tmp_path_factory):
     """store(*paths) -> read-only connection to the store of those traces, loaded once per session."""
-    from traceparse.load import connect, load_run
+    from traceparse.load.run import connect, load_run
 
     cons = {}
 
@@ -64,9 +64,10 @@ def store(tmp_path_factory):
 
 
 def run_check(module, con, stated=None):
-    """Run one analyzer on a store as traceparse.checks does."""
-    from traceparse.analyzers.context import Context, thresholds
-    from traceparse.document.layout import inferred_layout
+    """Run one analyzer on a store as traceparse.analyzers does."""
+    from traceparse.analyzers.context import Context
+    from traceparse.thresholds import check_thresholds as thresholds
+    from traceparse.layout.stated import inferred_layout
 
     return module.run(Context(con, inferred_layout(con), stated or {}, thresholds().get(module.SPEC.id, {})))
 

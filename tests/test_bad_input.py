@@ -13,7 +13,7 @@ import pytest
 from traces import dumps, load, rows, scalar, trace, write, x
 
 from traceparse.errors import TraceError
-from traceparse.load import load_run
+from traceparse.load.run import load_run
 
 
 def assert_refused(tmp_path, paths, *names, match=None, **kw):

@@ -11,16 +11,7 @@ from pathlib import Path
 import pytest
 
 from traceparse.document import analyze
-from traceparse.report.charts import (
-    bubble_per_stage,
-    charts,
-    imbalance_heatmap,
-    overlap_per_strategy,
-    spec,
-    step_split,
-    step_timeline,
-    volume_per_strategy,
-)
+from traceparse.render.charts import bubble_per_stage, charts, imbalance_heatmap, overlap_per_strategy, spec, step_split, step_timeline, volume_per_strategy
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import public_trace, run_check
 
 from traceparse.analyzers import bubble
-from traceparse.analyzers.context import thresholds
+from traceparse.thresholds import check_thresholds as thresholds
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 PIPELINES = ["pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_interleaved_m4",

@@ -18,9 +18,10 @@ from test_repeat_runs import windowed
 from traces import step, trace, write, x
 
 from traceparse.analyzers import comm_volume
-from traceparse.analyzers.context import Context, thresholds
-from traceparse.document.layout import inferred_layout
-from traceparse.load import open_run
+from traceparse.analyzers.context import Context
+from traceparse.thresholds import check_thresholds as thresholds
+from traceparse.layout.stated import inferred_layout
+from traceparse.load.run import open_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 # a run profiled in several windows is read window by window (tests/test_repeat_runs.py), not as one folder
@@ -34,7 +35,7 @@ NOT_THE_FORMULA = {("zero1_dp4", "dp"), ("ring_cp4", "cp"), ("tp2_sp", "tp"),
                    ("dp2_cp2_ring", "cp"), ("dp2_tp2_sp", "tp"),
                    # HSDP: the replicate group's gradient all-reduce beside ZeRO-3 is not in the notes' table
                    ("hsdp_r2_s2", "dp")}
-NOT_MODELLED = {"hsdp_r2_s2"}  # Phi_dp from HSDP's two dp groups is not inferred (see the README's comm_volume)
+NOT_MODELLED = {"hsdp_r2_s2"}  # Phi_dp from HSDP's two dp groups is not inferred (see docs/checks.md, comm_volume)
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ from conftest import public_trace, run_check
 from test_repeat_runs import windowed
 
 from traceparse.analyzers import imbalance
-from traceparse.analyzers.context import Context, thresholds
-from traceparse.load import open_run
-from traceparse.document.layout import inferred_layout
+from traceparse.analyzers.context import Context
+from traceparse.thresholds import check_thresholds as thresholds
+from traceparse.load.run import open_run
+from traceparse.layout.stated import inferred_layout
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 

@@ -12,9 +12,10 @@ import pytest
 from conftest import public_trace, run_check
 
 from traceparse.analyzers import memory
-from traceparse.analyzers.context import Context, thresholds
-from traceparse.document.layout import inferred_layout
-from traceparse.load import open_run
+from traceparse.analyzers.context import Context
+from traceparse.thresholds import check_thresholds as thresholds
+from traceparse.layout.stated import inferred_layout
+from traceparse.load.run import open_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ZERO_RUNS = ["ddp4", "zero1_dp4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4"]

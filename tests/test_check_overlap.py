@@ -20,7 +20,7 @@ from conftest import public_trace, run_check
 
 from traceparse.analyzers import overlap
 from traceparse.analyzers.base import grade
-from traceparse.analyzers.context import thresholds
+from traceparse.thresholds import check_thresholds as thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 from traces import load, rows, trace, write, x
 
-from traceparse import comm_kernels
+from traceparse.tagging import comm_kernels
 from traceparse.cli import main
-from traceparse.comm_kernels import OPS, load_rules, matches, validate
+from traceparse.tagging.comm_kernels import OPS, load_rules, matches, validate
 from traceparse.tagging.rules import load_rules as load_tag_rules
 
 RULES = load_rules()

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from traceparse.cli import main
-from traceparse.compare import compare_metrics, compare_runs, load_thresholds
+from traceparse.history.compare import compare_metrics, compare_runs, load_thresholds
 from traceparse.errors import TraceError
-from traceparse.run_metrics import Metric
+from traceparse.history.run_metrics import Metric
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -31,7 +31,7 @@ def invoke(*args):
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     """db(name) -> the store of fixture run ``name``, loaded once for this module."""
-    from traceparse.load import load_run
+    from traceparse.load.run import load_run
 
     folder, stores = tmp_path_factory.mktemp("stores"), {}
 
@@ -58,7 +58,7 @@ def by_id(doc) -> dict:
 
 def step_windows(store) -> list[dict]:
     from traceparse.document import document
-    from traceparse.load import connect
+    from traceparse.load.run import connect
 
     con = connect(store)
     try:

@@ -13,7 +13,7 @@ from browser import not_blank
 from click.testing import CliRunner
 from history_runs import JOB, MARKUP
 
-from traceparse import history
+from traceparse.history import store as history
 from traceparse.cli import main
 
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
@@ -98,7 +98,7 @@ def test_a_path_that_is_not_a_history_exits_2(kind, tmp_path):
 
 def test_the_page_in_chromium(recorded_history, browser_page, tmp_path):  # noqa: ARG001 -- skips without Chromium
     sys.path.insert(0, str(ROOT / "scripts"))
-    import screenshots  # the README's screenshot, taken here into a temporary folder
+    import screenshots  # docs/dashboard.md's screenshot, taken here into a temporary folder
 
     png = tmp_path / "dashboard.png"
     seen = screenshots.dashboard_png(recorded_history, png)

@@ -1,5 +1,5 @@
 """A repeated analyze, layout or tags reads the document kept beside the store; a changed file, option or
-version builds it again (traceparse.doc_cache)."""
+version builds it again (traceparse.document.cache)."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import traceparse.doc_cache
+import traceparse.document.cache
 import traceparse.document
 from traceparse.cli import main
 
@@ -64,7 +64,7 @@ def test_other_options_files_or_version_build_it_again(traces, isolated_dirs, mo
     assert len(kept(isolated_dirs, "analyze")) == 1  # the store's older analyze document is replaced
     stated = run("analyze", "--format", "json", "--layout", "dp=2", traces)
     assert len(calls) == 2 and stated["layout_check"]["stated"] != base["layout_check"]["stated"]
-    monkeypatch.setattr(traceparse.doc_cache, "__version__", "0.0.0-other")  # another traceparse
+    monkeypatch.setattr(traceparse.document.cache, "__version__", "0.0.0-other")  # another traceparse
     run("analyze", "--format", "json", "--layout", "dp=2", traces)
     assert len(calls) == 3
     f = traces / "rank1.json.gz"  # a changed file: another store

@@ -1,5 +1,5 @@
 """What rules, checks and findings cite is in the repository: every "docs/parallelism.md N"
-names a section that docs/parallelism.md has."""
+names a section that docs/parallelism.md has (in the code, the rules, the README and the docs pages)."""
 
 import re
 from pathlib import Path
@@ -10,8 +10,8 @@ CITE = re.compile(r"docs/parallelism\.md`?,? (?:section )?(\d+(?:\.\d+)?(?:(?:, 
 
 
 def cited() -> dict:
-    """{section: [file, ...]} over the code, rules and README."""
-    files = [ROOT / "README.md", *ROOT.glob("rules/**/*.toml"), *ROOT.glob("analyzers/*.py"),
+    """{section: [file, ...]} over the code, rules, README and docs pages."""
+    files = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("rules/**/*.toml"), *ROOT.glob("analyzers/*.py"),
              *ROOT.glob("analyzers/*.sql"), *ROOT.glob("traceparse/**/*.py"), *ROOT.glob("traceparse/**/*.sql")]
     out = {}
     for f in files:
@@ -30,6 +30,6 @@ def test_every_cited_section_exists():
 
 
 def test_no_citation_points_outside_the_repository():
-    for f in [ROOT / "README.md", *ROOT.glob("rules/**/*.toml"), *ROOT.glob("analyzers/*.py"),
+    for f in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("rules/**/*.toml"), *ROOT.glob("analyzers/*.py"),
               *ROOT.glob("traceparse/**/*.py")]:
         assert "PARALLELISM.md" not in f.read_text(), f

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from traceparse.frames import frame
+from traceparse.load.frames import frame
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ddp2"
 pytestmark = pytest.mark.skipif(not RUN.exists(), reason="fixture run not generated")

@@ -23,7 +23,7 @@ from fixtures.hang import nccl_variant
 from traceparse.cli import main
 from traceparse.document.hang import hang_document
 from traceparse.ingest.flight_recorder import is_dump
-from traceparse.load import open_run
+from traceparse.load.run import open_run
 
 HANGS = Path(__file__).resolve().parents[1] / "fixtures" / "hangs"
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

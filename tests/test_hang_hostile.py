@@ -1,4 +1,4 @@
-"""Hostile Flight Recorder dumps (README, "Reliability", class ``dump``): every one is refused with exit 2 and one
+"""Hostile Flight Recorder dumps (docs/reliability.md, class ``dump``): every one is refused with exit 2 and one
 line naming the file, within seconds and bounded memory; never exit 3, never a hang, never a silent "no divergence".
 
 Each case is built from the real dumps of ``fixtures/hangs/`` by ``tests/mutation/dumps.py`` and given to

@@ -234,7 +234,7 @@ def test_layout_string_values_out_of_range(text, says):
 
 
 def test_layout_accepts_params_in_scientific_notation():
-    from traceparse.document.layout import parse_stated
+    from traceparse.layout.stated import parse_stated
 
     assert parse_stated("params=7e9,zero_stage=0") == {"params": 7_000_000_000, "zero_stage": 0}
 

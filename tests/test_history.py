@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from history_runs import JOB, RUNS, RUNS_DIR, labels_args
 
-from traceparse import history
+from traceparse.history import store as history
 from traceparse.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def pp_doc(tmp_path_factory) -> Path:
 # a writer process: records the document ROUNDS times from START on (a shared start time) and prints each run id
 WRITER = """
 import json, sys, time
-from traceparse import history
+from traceparse.history import store as history
 path, doc_file, who, rounds, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 doc = json.load(open(doc_file))
 time.sleep(max(0.0, start - time.time()))
@@ -148,7 +148,7 @@ for i in range(rounds):
 HELD_WRITER = """
 import json, sys, time
 import duckdb
-from traceparse import history
+from traceparse.history import store as history
 real_connect = duckdb.connect
 class Held:
     def __init__(self, con): self.con = con
@@ -170,7 +170,7 @@ def python(code: str, *args, **kwargs) -> subprocess.Popen:
 
 def complete(path: Path, doc_file: Path) -> history.History:
     """The history at ``path``, every run holding every metric of the document (no half-written run)."""
-    from traceparse.run_metrics import run_metrics
+    from traceparse.history.run_metrics import run_metrics
 
     hist = history.read(path)
     want = set(run_metrics(json.loads(doc_file.read_text())))
@@ -250,7 +250,7 @@ def open_files(pid: int) -> set[str]:
 COUNTED_WRITER = """
 import json, sys
 import duckdb
-from traceparse import history
+from traceparse.history import store as history
 real_connect = duckdb.connect
 def connect(*args, **kwargs):
     print("duckdb.connect", file=sys.stderr, flush=True)

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from traceparse import history
+from traceparse.history import store as history
 from traceparse.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_a_history_in_a_folder_where_nothing_can_be_created(tmp_path, ddp2_store
 
 CREATOR = """
 import json, sys
-from traceparse import history
+from traceparse.history import store as history
 history.record(sys.argv[1], json.load(open(sys.argv[2])), {"writer": "killed"})
 """
 
@@ -325,7 +325,7 @@ def test_a_threshold_for_no_metric_is_refused_with_the_valid_ones(key, tmp_path,
 
 
 def test_thresholds_for_real_ids_are_taken():
-    from traceparse.compare import load_thresholds
+    from traceparse.history.compare import load_thresholds
 
     keys = ["step_time.mean", "step_time.mean_per_microbatch", "exposed_comm.untagged", "overlap.dp", "volume.ep",
             "imbalance.max_over_mean", "bubble"]
@@ -336,7 +336,7 @@ def test_thresholds_for_real_ids_are_taken():
 def test_every_id_a_run_gives_is_one_a_threshold_may_name(run):
     """metric_ids lists what run_metrics gives (the ids --threshold accepts): checked on runs of every strategy."""
     import traceparse
-    from traceparse.run_metrics import PER_MICROBATCH, metric_ids, run_metrics
+    from traceparse.history.run_metrics import PER_MICROBATCH, metric_ids, run_metrics
 
     given = {i.removesuffix(PER_MICROBATCH) for i in run_metrics(traceparse.analyze([RUNS / run]))}
     assert given - set(metric_ids()) == set()
@@ -367,7 +367,7 @@ def test_a_base_run_missing_a_rank_is_no_pass_either():
 
 
 def test_missing_ranks_against_the_base_when_the_new_run_declares_no_world_size():
-    from traceparse.compare import missing_ranks
+    from traceparse.history.compare import missing_ranks
 
     base = {"ranks": [0, 1, 2, 3], "world_size": 4}
     assert missing_ranks(base, {"ranks": [0, 1, 2, 3], "world_size": None}) == []
@@ -384,7 +384,7 @@ def test_the_same_ranks_in_both_runs_compare_like_for_like():
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "ok" and doc["incomplete"] == []
     assert "both runs hold ranks 34 of 300: compared like for like, the other ranks unseen" in doc["notes"]
-    from traceparse.compare import missing_ranks
+    from traceparse.history.compare import missing_ranks
 
     (why,) = missing_ranks({"ranks": list(range(40)), "world_size": 40}, {"ranks": [0], "world_size": 40})
     assert why.startswith("the new run lacks ranks 1, 2, 3") and ", ..., " not in why and "16, ... (1 of 40" in why

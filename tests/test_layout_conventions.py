@@ -57,7 +57,7 @@ def test_gradient_accumulation_without_pipeline_annotations(tmp_path, store):
 
 
 def test_explain_layout_states_the_convention():
-    from traceparse.metrics import METRICS
+    from traceparse.document.glossary import METRICS
 
     definition = METRICS["layout"][1]
     for phrase in ("Megatron-Core", "torchtitan", "world = dp x tp x pp x cp x sp", "carved out", "dp_replicate",

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from traceparse.cli import main
-from traceparse.load import connect, load_run
+from traceparse.load.run import connect, load_run
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ddp2"
 
@@ -52,7 +52,7 @@ def test_a_dead_loads_spill_folder_and_document_are_removed(tmp_path, monkeypatc
     import subprocess
     import sys
 
-    from traceparse.load import remove_stale_leftovers
+    from traceparse.load.run import remove_stale_leftovers
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)

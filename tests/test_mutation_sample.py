@@ -1,4 +1,4 @@
-"""A seeded sample of the mutation campaign (README, "Reliability"): every case must be ok.
+"""A seeded sample of the mutation campaign (docs/reliability.md): every case must be ok.
 
 110 damaged traces and command lines over the loading classes (``tests/mutation/generate.py``), and one case
 per operator of the newer surfaces (``tests/mutation/surfaces.py``: -o targets, run histories, argument

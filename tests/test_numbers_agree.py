@@ -107,8 +107,8 @@ def test_input_bytes_and_volume_keep_their_names_and_values(doc, path):
     """The collectives' input bytes and the notes' volume (all-reduce 2x): each under its own name in the JSON, the
     text report and compare's metrics, every volume finding quoting the volume table, the input bytes of a strategy
     the same in the collectives and the comm_volume check."""
-    from traceparse.report.text import render, size
-    from traceparse.run_metrics import run_metrics
+    from traceparse.render.text import render, size
+    from traceparse.history.run_metrics import run_metrics
 
     d = doc(path)
     text = render(d)
@@ -175,7 +175,7 @@ def test_comm_share_of_a_gpu_running_behind_its_cpu(doc):
     """The MI300 trace: its communication kernels execute up to 38 ms after the step that launched them ended; the
     comm total (72 ms) exceeds the windows (49 ms), the share of the windows spent communicating does not (82%,
     the busy share of the communication stream)."""
-    from traceparse.report.text import render
+    from traceparse.render.text import render
 
     path = ROOT / "fixtures" / "public" / "tracelens" / "mi300_resnet_ddp_rank0.json.gz"
     d = doc(path)
@@ -195,10 +195,10 @@ def test_html_names_the_volume_and_agrees_with_the_text_and_compare(doc, name):
     per rank per step, as compare's exposed_comm.<strategy>; the findings and the text report with both names."""
     import html as markup
 
-    from traceparse.report.charts import charts
-    from traceparse.report.charts.comm import VOLUME_AXIS, VOLUME_TITLE
-    from traceparse.report.html import render_html
-    from traceparse.run_metrics import run_metrics
+    from traceparse.render.charts import charts
+    from traceparse.render.charts.comm import VOLUME_AXIS, VOLUME_TITLE
+    from traceparse.render.html import render_html
+    from traceparse.history.run_metrics import run_metrics
 
     d = doc(ROOT / "fixtures" / "runs" / name)
     page = markup.unescape(render_html(d))
@@ -237,8 +237,8 @@ def test_imbalance_and_overlap_findings_quote_the_report(doc, path):
     imbalance and pipeline stages tables (per rank per step, per micro-batch), the straggler's evidence in the
     JSON, and for overlap the per rank per step times, which for a strategy every rank runs are compare's
     exposed_comm.<strategy>."""
-    from traceparse.report.text import ms, render
-    from traceparse.run_metrics import run_metrics
+    from traceparse.render.text import ms, render
+    from traceparse.history.run_metrics import run_metrics
 
     d = doc(path)
     text = render(d)

@@ -35,7 +35,7 @@ def test_a_failed_report_leaves_the_old_file_whole(db, tmp_path, monkeypatch):
     out = tmp_path / "report.html"
     out.write_text("the previous report")
     # a string that cannot be encoded: the write fails half-way through the temporary file
-    monkeypatch.setattr("traceparse.report.html.render_html", lambda _doc: "<p>half</p>" * 1000 + "\ud800")
+    monkeypatch.setattr("traceparse.render.html.render_html", lambda _doc: "<p>half</p>" * 1000 + "\ud800")
     r = analyze(db, "--format", "html", "--output", out)
     assert r.exit_code == 3, r.output
     assert out.read_text() == "the previous report"

@@ -23,7 +23,7 @@ from traceparse.cli import main
 from traceparse.errors import TraceError
 from traceparse.ingest.columns import DUR_NS, TS_NS, nanoseconds
 from traceparse.ingest.split import TraceSplitter
-from traceparse.load import load_run
+from traceparse.load.run import load_run
 
 MB = 1 << 20
 N = 21

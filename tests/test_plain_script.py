@@ -24,14 +24,14 @@ SCRIPTS = {
         'print("dp =", doc["layout"]["dp"])\n'
     ),
     "frame": (
-        "from traceparse.frames import frame\n"
+        "from traceparse.load.frames import frame\n"
         "df = frame('SELECT count(*) AS n, count(DISTINCT rank) AS ranks FROM comm_ops', "
         f"[{str(DDP4)!r}], use_cache=False)\n"
         'print("comm_ops =", df["n"][0], "ranks =", df["ranks"][0])\n'
     ),
     # the pool whatever the machine's core count
     "load_run": (
-        "from traceparse.load import connect, load_run\n"
+        "from traceparse.load.run import connect, load_run\n"
         f"path, _ = load_run([{str(DDP4)!r}], db='store.duckdb', workers=2)\n"
         "con = connect(path)\n"
         'print("ranks =", con.execute("SELECT count(DISTINCT rank) FROM comm_ops").fetchone()[0])\n'

@@ -92,7 +92,7 @@ def test_every_rank_carries_the_metadata(name):
 
 
 def test_text_report_says_what_came_from_the_metadata(analyzed):
-    from traceparse.report.text import render_layout
+    from traceparse.render.text import render_layout
 
     text = render_layout(analyzed(RUNS / "dp2_pp2_tp2"))
     assert "metadata (traceparse profiler plugin v1, torch 2.13.0+cpu, ranks 0-7): " in text
@@ -100,7 +100,7 @@ def test_text_report_says_what_came_from_the_metadata(analyzed):
 
 
 def test_html_run_line_says_the_plugin_declared_the_configuration(analyzed):
-    from traceparse.report.html import run_line
+    from traceparse.render.html import run_line
 
     assert "configuration declared by the profiler plugin on 8 rank(s)</p>" in run_line(analyzed(RUNS / "dp2_pp2_tp2"))
     assert "profiler plugin" not in run_line(analyzed(RUNS / "ddp4"))
@@ -270,7 +270,7 @@ def test_wrong_arguments_are_refused(tmp_path, tiny):
 
 def test_plugin_groups_stand_in_for_a_missing_pg_config(tmp_path):
     """A trace without distributedInfo.pg_config: the plugin's groups fill process_groups, named by their dim."""
-    from traceparse.load import open_run
+    from traceparse.load.run import open_run
 
     for r in (0, 1):
         doc = json.loads(gzip.open(RUNS / "ddp2" / f"rank{r}.json.gz").read())

@@ -167,7 +167,7 @@ def test_what_a_killed_load_left_is_removed_by_the_next(tmp):
 def test_the_local_instance_folder_fits_ray_sockets(monkeypatch):
     """Under a temporary folder too long for Ray's socket paths (107 bytes), the instance's folder goes to /tmp,
     where remove_stale_leftovers also looks after a killed load."""
-    from traceparse import load, ray_engine
+    from traceparse.load import run as load, ray_engine
 
     long = Path(tempfile.mkdtemp(prefix="x" * 60, dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(long))

@@ -88,7 +88,7 @@ def profiler_steps(trace: dict) -> dict[int, tuple[float, float]]:
 @pytest.fixture(scope="session")
 def window_db(tmp_path_factory):
     """window_db(name, w=0) -> path of the store of window ``w`` of run ``name``, loaded once a session."""
-    from traceparse.load import load_run
+    from traceparse.load.run import load_run
 
     folder, dbs = tmp_path_factory.mktemp("window_stores"), {}
 
@@ -106,7 +106,7 @@ def window_db(tmp_path_factory):
 def window_doc(window_db):
     """window_doc(name, w=0) -> the analyze document of window ``w`` of run ``name``, computed once a session."""
     from traceparse.document import document
-    from traceparse.load import connect
+    from traceparse.load.run import connect
 
     docs = {}
 

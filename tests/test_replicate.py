@@ -13,7 +13,7 @@ import pytest
 from conftest import public_trace
 
 from traceparse.document import layout_document
-from traceparse.load import open_run
+from traceparse.load.run import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"

@@ -1,6 +1,6 @@
 """The post-mortem page (``analyze --format html -o``) in real headless Chromium: one file that makes no
 request, the findings first, every chart the document has data for drawn, names from a trace shown as
-text and never run; and the README's screenshot."""
+text and never run; and the screenshot of the README and docs/report.md."""
 
 import gzip
 import html as markup
@@ -16,7 +16,7 @@ from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.document import analyze
-from traceparse.report.charts import charts
+from traceparse.render.charts import charts
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from conftest import public_trace
 
 from traceparse.cli import main
-from traceparse.load import open_run
+from traceparse.load.run import open_run
 from traceparse.tagging.features import COLUMNS
 from traceparse.tagging.rules import load_rules, matches, validate
 

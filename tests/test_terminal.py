@@ -22,10 +22,10 @@ from click.testing import CliRunner
 
 from traceparse.cli import main
 from traceparse.document import document
-from traceparse.load import _parse_all, connect, load_run
+from traceparse.load.run import _parse_all, connect, load_run
 from traceparse.progress import LoadBar
-from traceparse.report.colour import colour_wanted, paint
-from traceparse.report.text import render
+from traceparse.render.colour import colour_wanted, paint
+from traceparse.render.text import render
 
 ROOT = Path(__file__).resolve().parents[1]
 DDP4 = ROOT / "fixtures" / "runs" / "ddp4"  # 4 rank files (and a truth.json, read, then skipped)

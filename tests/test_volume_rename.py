@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 import traceparse
-from traceparse import history
+from traceparse.history import store as history
 from traceparse.cli import main
-from traceparse.run_metrics import current_id
+from traceparse.history.run_metrics import current_id
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -51,7 +51,7 @@ def test_a_history_recorded_under_the_old_ids_reads_under_the_new(old_history):
 
 
 def test_the_dashboard_of_an_old_history_charts_the_volume(old_history, tmp_path):
-    from traceparse.report.dashboard import TITLES, render_dashboard
+    from traceparse.render.dashboard import TITLES, render_dashboard
 
     page, regressions = render_dashboard(history.read(old_history), tmp_path / "d.html")
     assert regressions == 0
@@ -60,7 +60,7 @@ def test_the_dashboard_of_an_old_history_charts_the_volume(old_history, tmp_path
 
 def test_a_threshold_under_the_old_name_is_taken_as_volume():
     """Needs traceparse/compare.py to pass --threshold keys through run_metrics.current_id."""
-    from traceparse.compare import load_thresholds
+    from traceparse.history.compare import load_thresholds
 
     t = load_thresholds(["bytes=5%", "bytes.dp_per_microbatch=2%"])
     assert t.limits["volume"].text == "5%" and t.limits["volume.dp_per_microbatch"].text == "2%"

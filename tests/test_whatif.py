@@ -3,7 +3,7 @@
 Truth is derived here from the target run's configuration: bytes per rank per step from its truth.json
 collectives in the notes' metric (all-reduce 2 x size, other collectives their full size, sends their size),
 memory by the ZeRO table (docs/parallelism.md 3.1) from its params, dtype_bytes, n_opt, dp and zero stage.
-Step times are bounded where the model holds on these 2-core gloo runs (README "What if").
+Step times are bounded where the model holds on these 2-core gloo runs (docs/whatif.md).
 """
 
 import json
@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from traceparse.cli import main
 from traceparse.document import document
-from traceparse.document.layout import parse_stated
-from traceparse.load import open_run
+from traceparse.layout.stated import parse_stated
+from traceparse.load.run import open_run
 from traceparse.whatif import whatif_document
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -151,7 +151,7 @@ def test_action_costs_are_forward_and_backward_compute():
 
 # (pair, measured run, target, given, the run with the target layout, the terms the forecast gets wrong): the step
 # time is within 15% of the measured one where no term is named; elsewhere it is not, and it is once the named
-# terms take the target run's measured values (README "What if", the validation table's last column)
+# terms take the target run's measured values (docs/whatif.md, the validation table's last column)
 PAIRS = [
     ("gpipe m8 from m4", "pp4_gpipe_m4", "microbatches=8", "", "pp4_gpipe_m8", ()),
     ("1f1b m8 from m4", "pp4_1f1b_m4", "microbatches=8", "", "pp4_1f1b_m8", ("exposed pp",)),

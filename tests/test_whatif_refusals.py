@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from traceparse.cli import main
 from traceparse.document import document
 from traceparse.errors import TraceError
-from traceparse.load import open_run
+from traceparse.load.run import open_run
 from traceparse.whatif import sweep_document, whatif_document
 from traceparse.whatif.forecast import MAX_ACTIONS
 from traceparse.whatif.measured import LAYOUT
@@ -133,7 +133,7 @@ TARGETS = ["microbatches=1", "microbatches=3", "microbatches=64", f"microbatches
 @pytest.mark.parametrize("run", ["pp4_gpipe_m4", "pp4_1f1b_heavy_m4", "pp4_gpipe_m4_memory", "pp4_interleaved_m4",
                                  "pp4_zbv_m8", "ddp4"])
 def test_no_forecast_term_is_negative(run):
-    from traceparse.document.layout import parse_stated
+    from traceparse.layout.stated import parse_stated
 
     forecasts = 0
     with open_run([RUNS / run]) as con:

@@ -93,7 +93,7 @@ def write(path, doc, indent=None) -> Path:
 
 def load(paths, db, **kw):
     """load_run into ``db`` and return a read-only connection to the store."""
-    from traceparse.load import load_run
+    from traceparse.load.run import load_run
 
     if not isinstance(paths, (list, tuple)):
         paths = [paths]

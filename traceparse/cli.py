@@ -15,12 +15,12 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import TraceError
+from traceparse.version import __version__
+from traceparse.errors import TraceError
 
 
 def _open(paths, db, no_cache, allow_mixed, progress=None):
-    from .load import connect, open_run
+    from traceparse.load.run import connect, open_run
 
     if paths:
         engine = click.get_current_context().meta.get("traceparse.engine", {})
@@ -60,7 +60,7 @@ def layout_option(f):
 
 
 def _labels(_ctx, _param, items):
-    from .history import parse_labels
+    from traceparse.history.store import parse_labels
 
     try:
         return parse_labels(items)
@@ -79,7 +79,7 @@ BUSY = 75  # EX_TEMPFAIL: the history stayed locked by other writers (history.WA
 
 def _history(call, *args, **kwargs):
     """A history call; a history that stayed busy exits BUSY with one line."""
-    from .history import HistoryBusy
+    from traceparse.history.store import HistoryBusy
 
     try:
         return call(*args, **kwargs)
@@ -147,7 +147,7 @@ def _is_damaged_store(e: Exception) -> bool:
     """A store file changed after it was written (a cache entry is stamped and built again instead)."""
     import duckdb
 
-    from .store.query import damaged
+    from traceparse.store.query import damaged
 
     return isinstance(e, duckdb.Error) and damaged(e)
 
@@ -188,13 +188,13 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
         raise click.UsageError("--label needs --record HISTORY")
     _check_output(output, paths, db, history)
     if history:
-        from .history import check
+        from traceparse.history.store import check
 
         _history(check, history)  # before the analysis: a path that is no history fails at once
-    from .doc_cache import cached
-    from .document import document
-    from .document.layout import parse_stated
-    from .progress import load_bar
+    from traceparse.document.cache import cached
+    from traceparse.document import document
+    from traceparse.layout.stated import parse_stated
+    from traceparse.progress import load_bar
 
     stated = parse_stated(layout)
     with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
@@ -208,22 +208,22 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
     if fmt == "json":
         out = json.dumps(doc, indent=2)
     elif fmt == "html":
-        from .report.html import render_html
+        from traceparse.render.html import render_html
 
         out = render_html(doc)
     else:
-        from .report.colour import colour_wanted, paint
-        from .report.text import render
+        from traceparse.render.colour import colour_wanted, paint
+        from traceparse.render.text import render
 
         text, colour = render(doc), color == "always" if output else colour_wanted(color, sys.stdout)
         out = paint(text) if colour else text
     _emit(out, output, colour)
     if history:
-        from .history import record
+        from traceparse.history.store import record
 
         run_id = _history(record, history, doc, labels, report=output)
         click.echo(f"traceparse: recorded as run {run_id} in {history}", err=True)
-    from .analyzers.base import at_least
+    from traceparse.analyzers.base import at_least
 
     breached = [cid for cid, c in doc["checks"].items() if fail_on and at_least(c["status"], fail_on)]
     if breached:
@@ -289,7 +289,7 @@ def _print_relation(rel, fmt):
         w.writerow(cols)
         w.writerows(data)
     else:
-        from .report.text import table
+        from traceparse.render.text import table
 
         click.echo(table(cols, data))
 
@@ -301,10 +301,10 @@ def _print_relation(rel, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     """Print the layout inferred from PATHS, with its evidence, checked against --layout."""
-    from .doc_cache import cached
-    from .document import layout_document
-    from .document.layout import parse_stated
-    from .report.text import render_layout
+    from traceparse.document.cache import cached
+    from traceparse.document import layout_document
+    from traceparse.layout.stated import parse_stated
+    from traceparse.render.text import render_layout
 
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
@@ -318,9 +318,9 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def tags(paths, db, no_cache, allow_mixed, fmt):
     """Print how the communication of PATHS was tagged: strategy, variant, op, rule; and what stayed untagged."""
-    from .doc_cache import cached
-    from .document import tags_document
-    from .report.text import render_tags
+    from traceparse.document.cache import cached
+    from traceparse.document import tags_document
+    from traceparse.render.text import render_tags
 
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "tags", {}, lambda: tags_document(con), not no_cache)
@@ -336,8 +336,8 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     """Where the ranks of a hung or crashed job diverge, from Flight Recorder dumps and/or traces in PATHS (a
     folder's dumps are recognized by content, whatever their names: torch's nccl_trace_rank_0, rank_0, ...).
     Exit 0: no divergence found, 1: a divergence found, or dumps that contradict each other."""
-    from .document.hang import hang_document
-    from .report.hang import render_hang
+    from traceparse.document.hang import hang_document
+    from traceparse.render.hang import render_hang
 
     _check_output(output, paths, db)
     with _open(paths, db, no_cache, allow_mixed) as con:
@@ -366,12 +366,12 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
 def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, device_memory, fmt, output):
     """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
     every layout of its world size (--sweep)."""
-    from .doc_cache import cached
-    from .document import document
-    from .document import given as given_values
-    from .document.layout import parse_stated
-    from .report.whatif import render_sweep, render_whatif, render_whatif_html
-    from .whatif import sweep_document, whatif_document
+    from traceparse.document.cache import cached
+    from traceparse.document import document
+    from traceparse.document import given as given_values
+    from traceparse.layout.stated import parse_stated
+    from traceparse.render.whatif import render_sweep, render_whatif, render_whatif_html
+    from traceparse.whatif import sweep_document, whatif_document
 
     if bool(target or balanced) == do_sweep:
         raise click.UsageError("give either --layout TARGET (or --balanced) or --sweep")
@@ -404,8 +404,8 @@ def rules():
 def rules_validate():
     """Check every rule file, tag rules (rules/tags) and communication kernel rules (rules/comm_kernels):
     schema, ids unique across both, a valid predicate or pattern, its examples."""
-    from . import comm_kernels
-    from .tagging import rules as tag_rules
+    from traceparse.tagging import comm_kernels
+    from traceparse.tagging import rules as tag_rules
 
     problems = tag_rules.validate() + comm_kernels.validate()
     for p in problems:
@@ -420,7 +420,7 @@ def rules_validate():
 @main.command()
 def schema():
     """Print the store's tables and columns (Markdown)."""
-    from .store.schema import markdown
+    from traceparse.store.schema import markdown
 
     click.echo(markdown())
 
@@ -442,10 +442,10 @@ def _labelled(label: str, text: str, width: int = 100) -> str:
 @click.argument("ident")
 def explain(ident):
     """Print the definition of a metric, check, rule, or vocabulary table (compute_intervals, ...)."""
-    from .checks import specs
-    from .comm_kernels import load_rules as load_kernel_rules
-    from .metrics import METRICS
-    from .tagging.rules import load_rules
+    from traceparse.analyzers import specs
+    from traceparse.tagging.comm_kernels import load_rules as load_kernel_rules
+    from traceparse.document.glossary import METRICS
+    from traceparse.tagging.rules import load_rules
 
     check = specs().get(ident)
     if check:
@@ -466,7 +466,7 @@ def explain(ident):
                    f"  pattern: {kernel.pattern}\n  why: {kernel.why}")
         _echo_examples(kernel)
         return
-    from .store.schema import VOCABULARY
+    from traceparse.store.schema import VOCABULARY
 
     concept = VOCABULARY.get(ident)
     if concept:
@@ -501,10 +501,10 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
     """Compare run NEW with run BASE metric by metric; exit 1 when a metric regressed beyond its threshold.
 
     BASE and NEW are one argument each: trace files, a folder or a glob; or give --base-db / --new-db."""
-    from .compare import compare_runs, load_thresholds
-    from .document import document
-    from .document.layout import parse_stated
-    from .report.compare import render_markdown, render_text
+    from traceparse.history.compare import compare_runs, load_thresholds
+    from traceparse.document import document
+    from traceparse.layout.stated import parse_stated
+    from traceparse.render.compare import render_markdown, render_text
 
     thresholds, stated = load_thresholds(overrides), parse_stated(layout)
     if len(runs) not in (2, (base_db is None) + (new_db is None)):
@@ -537,9 +537,9 @@ def _check_output(output, paths=(), *stores):
     shows no trace is no input), the stores and the history in ``stores``."""
     if not output:
         return
-    from .ingest.flight_recorder import is_dump
-    from .inputs import expand_inputs, not_a_trace
-    from .output import check_output, same_file
+    from traceparse.ingest.flight_recorder import is_dump
+    from traceparse.load.inputs import expand_inputs, not_a_trace
+    from traceparse.output import check_output, same_file
 
     files, in_folders = expand_inputs(paths) if paths else ([], set())
     named = [f for f in files if same_file(output, f)]  # only the file -o names is opened to tell if it is a trace
@@ -549,7 +549,7 @@ def _check_output(output, paths=(), *stores):
 def _emit(text: str, output, color=None):
     """The report ``text`` to the file ``output`` (said on stderr), else to stdout."""
     if output:
-        from .output import write_output
+        from traceparse.output import write_output
 
         write_output(output, text + "\n")
         click.echo(f"traceparse: report written to {output}", err=True)
@@ -575,11 +575,11 @@ def _echo_examples(rule):
 def dashboard(history, output, by, thresholds):
     """Write one offline page of the run history HISTORY (analyze --record): each metric group over the runs,
     filterable by series, regressions against the previous run of the same series, links to the reports."""
-    from .compare import load_thresholds
-    from .history import read
-    from .report.dashboard import render_dashboard
+    from traceparse.history.compare import load_thresholds
+    from traceparse.history.store import read
+    from traceparse.render.dashboard import render_dashboard
 
-    from .output import write_output
+    from traceparse.output import write_output
 
     limits = load_thresholds(list(thresholds))
     _check_output(output, (), history)

@@ -13,7 +13,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .errors import TraceError
+from traceparse.errors import TraceError
 
 
 def _regular_or_missing(path: Path) -> bool:

@@ -1,6 +1,6 @@
 """The progress bar of a load on a terminal: files parsed of all, and their bytes.
 
-A ``LoadBar`` is the ``progress`` callback of ``traceparse.load.load_run``. It draws nothing until the
+A ``LoadBar`` is the ``progress`` callback of ``traceparse.load.run.load_run``. It draws nothing until the
 parsing has lasted ``SHOW_AFTER_S`` (a load of a small file, or a reused store, shows no bar), then a
 transient bar on stderr, gone when the load ends.
 """

@@ -1,5 +1,5 @@
 """Mutation campaign: seeded damage to real traces and to the command line, each case run as a
-subprocess of the ``traceparse`` CLI and judged against the loading promise (README, "Reliability").
+subprocess of the ``traceparse`` CLI and judged against the loading promise (docs/reliability.md).
 
 - ``bases``: the small real inputs (fixture rank files, public traces, a hand-made trace) and a scanner
   that finds the byte span of every event and field in their JSON text;

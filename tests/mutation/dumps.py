@@ -1,4 +1,4 @@
-"""The ``dump`` class: hostile Flight Recorder dumps given to ``traceparse hang`` (README, "Reliability").
+"""The ``dump`` class: hostile Flight Recorder dumps given to ``traceparse hang`` (docs/reliability.md).
 
 Each case starts from the real dumps of one job of ``fixtures/hangs/`` (every rank's ``fr_rank<r>.pkl`` and its
 ``fr_rank<r>.inflight.json``) and makes one rank's dump (or its in-flight record, or its JSON form) hostile: a

@@ -69,7 +69,7 @@ def _in(folder: str, run: str = "ddp2", keep=None) -> dict:
     return {f"{folder}/{n}": d for k, (n, d) in enumerate(files.items()) if keep is None or k in keep}
 
 
-# --- histories (built with DuckDB and traceparse.history's schema) ---------------------------------
+# --- histories (built with DuckDB and traceparse.history.store's schema) ---------------------------------
 
 METRICS = [("layout.dp", "layout", 2.0, "", None), ("step_time.mean", "step_time", 20828855.5, "ns", "lower"),
            ("step_time.p95", "step_time", 24151550.0, "ns", "lower"), ("exposed_comm.dp", "exposed_comm", 2581072.75,
@@ -85,7 +85,7 @@ def history(variant: str = "valid") -> bytes:
     import duckdb
 
     from traceparse import __version__
-    from traceparse.history import FORMAT, SCHEMA, SCHEMA_VERSION, label_key
+    from traceparse.history.store import FORMAT, SCHEMA, SCHEMA_VERSION, label_key
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "h.duckdb"

@@ -184,7 +184,7 @@ class Run:
 
     def load(self, folder):
         """Write the files and load them with the full loader
-        (traceparse.load.load_run); a read-only connection to the store."""
+        (traceparse.load.run.load_run); a read-only connection to the store."""
         return load(self.write(folder), folder / "store.duckdb", workers=1)
 
 

@@ -3,24 +3,15 @@
 ``analyze(paths)`` loads (or reuses) the store of the traces and returns the analyze document;
 ``document(con)`` builds it from an open store. ``layout_document(con, stated)`` and
 ``tags_document(con)`` are what ``traceparse layout`` and ``traceparse tags`` report. Rendering
-(text, JSON, HTML) is in ``traceparse.report``; the CLI only parses arguments, calls these and renders.
+(text, JSON, HTML) is in ``traceparse.render``; the CLI only parses arguments, calls these and renders.
 """
 
 import json
 
-from .declared import declared
-from .layout import (
-    STATED_KEYS,
-    collectives,
-    compare_stated,
-    inferred_layout,
-    lint,
-    parse_stated,
-    tags,
-    untagged,
-)
-from .summary import load_issues, run_info, summary
-from .timeline import timeline
+from traceparse.layout.declared import declared
+from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
+from traceparse.document.summary import load_issues, run_info, summary
+from traceparse.document.timeline import timeline
 
 VERSION = 1
 
@@ -61,7 +52,7 @@ def tags_document(con) -> dict:
 
 def document(con, top=10, stated=None) -> dict:
     """The document of the run in the store ``con`` (version ``VERSION``)."""
-    from ..checks import run_checks
+    from traceparse.analyzers import run_checks
 
     lay, values, sources = _layout_sections(con, stated or {})
     checks = run_checks(con, lay["layout"], values, sources)
@@ -84,7 +75,7 @@ def analyze(paths, layout=None, top=10, db=None, use_cache=True, allow_mixed=Fal
     ``layout``: what is known of the layout, as ``traceparse analyze --layout`` takes it (a string
     'dp=4,tp=2', a TOML file name) or a dict. Raises ``traceparse.errors.TraceError`` on bad input.
     """
-    from ..load import open_run
+    from traceparse.load.run import open_run
 
     stated = layout if isinstance(layout, dict) else parse_stated(layout)
     with open_run(list(paths), db=db, use_cache=use_cache, allow_mixed=allow_mixed) as con:

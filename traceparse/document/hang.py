@@ -53,7 +53,7 @@ import json
 from collections import defaultdict
 from statistics import median
 
-from ..store.query import rows
+from traceparse.store.query import rows
 
 VERSION = 1
 P2P = {"send", "recv"}

@@ -1,6 +1,6 @@
 """What ``traceparse analyze`` shows about a loaded run, as plain data."""
 
-from ..store.query import rows
+from traceparse.store.query import rows
 
 
 def run_info(con) -> dict:

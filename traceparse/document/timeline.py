@@ -18,7 +18,7 @@ Selected from the vocabulary (compute_intervals, comm_intervals, step_windows), 
 
 from itertools import pairwise
 
-from ..store.query import rows
+from traceparse.store.query import rows
 
 MAX_BARS = 3000
 

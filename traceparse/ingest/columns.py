@@ -13,8 +13,8 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .c10d_shapes import comm_from_shapes
-from .model import EMPTY_ARGS
+from traceparse.ingest.c10d_shapes import comm_from_shapes
+from traceparse.ingest.model import EMPTY_ARGS
 
 SHAPED_COMM = "^(c10d::|gloo:|symm_mem::|nccl:)"
 THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))

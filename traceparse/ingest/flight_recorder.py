@@ -35,7 +35,7 @@ import pickletools
 import re
 from pathlib import Path
 
-from ..errors import TraceError, shown
+from traceparse.errors import TraceError, shown
 
 MAX_BYTES = 256 << 20  # a dump's file (real ones: a few MB, tens at most)
 MAX_VALUES = 8_000_000  # values in a dump, shared ones counted each time they appear (a large one: 5.7 million)

@@ -1,9 +1,11 @@
 """The ``traceparse`` header key the profiler plugin writes (``traceparse.profiler.metadata``), checked field
 by field: a field of the wrong type or out of range is dropped and counted as a load issue, the rest is kept."""
 
+from traceparse.axes import INT_LAYOUT_KEYS
+
 READ_VERSION = 1
 BIG = 10**15  # counts (parameters, bytes) of the largest models fit
-LAYOUT_INT = {"dp", "tp", "pp", "cp", "sp", "ep", "dp_replicate", "dp_shard", "microbatches", "virtual_stages"}
+LAYOUT_INT = INT_LAYOUT_KEYS - {"zero_stage"}
 MODEL_INT = {"params", "params_local", "layers", "layers_local", "hidden", "heads", "kv_heads", "ffn", "vocab",
              "experts", "experts_local", "top_k", "seq", "micro_batch", "dtype_bytes"}
 TEXT = {"traceparse_version", "torch_version", "backend", "device"}

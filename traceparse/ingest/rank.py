@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import TraceError, shown
-from .columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
-from .plugin_metadata import read_metadata
-from .split import TraceSplitter
+from traceparse.errors import TraceError, shown
+from traceparse.ingest.columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
+from traceparse.ingest.plugin_metadata import read_metadata
+from traceparse.ingest.split import TraceSplitter
 
 SCHEMAS = {"events": EVENTS, "comm_args": COMM_ARGS, "op_args": OP_ARGS, "threads": THREADS, "memory": MEMORY}
 RANK_IN_NAME = [re.compile(rf"{word}[-_]?(\d+)", re.IGNORECASE) for word in ("rank", "worker")]

@@ -17,8 +17,8 @@ import sys
 
 import msgspec
 
-from .model import Args, Event, Header
-from .scan import Scanner
+from traceparse.ingest.model import Args, Event, Header
+from traceparse.ingest.scan import Scanner
 
 ANY = msgspec.json.Decoder()
 RAW = msgspec.json.Decoder(msgspec.Raw)

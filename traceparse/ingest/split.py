@@ -23,12 +23,12 @@ costs what is bad in it and is said in ``problems``.
 import re
 from collections import Counter
 
-from ..errors import TraceError
-from . import repair
-from .model import EVENTS, HEADER, Header
-from .repair import DECODE_ERRORS
-from .scan import Scanner, ValueTooLarge
-from .stream import ByteStream
+from traceparse.errors import TraceError
+from traceparse.ingest import repair
+from traceparse.ingest.model import EVENTS, HEADER, Header
+from traceparse.ingest.repair import DECODE_ERRORS
+from traceparse.ingest.scan import Scanner, ValueTooLarge
+from traceparse.ingest.stream import ByteStream
 
 BOUNDARY = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 NONBLANK = re.compile(rb"[^ \t\n\r]")

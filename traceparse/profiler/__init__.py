@@ -18,9 +18,9 @@ raises (``traceparse hang``); ``flight_recorder.enable(run_dir)`` before ``init_
 for NCCL and has NCCL's own watchdog dump there on a collective timeout.
 """
 
-from .flight_recorder import flight_recorder
-from .metadata import METADATA_KEY, VERSION, collect
-from .profile import profile
-from .writer import TraceWriter, trace_handler
+from traceparse.profiler.flight_recorder import flight_recorder
+from traceparse.profiler.metadata import METADATA_KEY, VERSION, collect
+from traceparse.profiler.profile import profile
+from traceparse.profiler.writer import TraceWriter, trace_handler
 
 __all__ = ["METADATA_KEY", "VERSION", "TraceWriter", "collect", "flight_recorder", "profile", "trace_handler"]

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from . import inflight
+from traceparse.profiler import inflight
 
 
 def enable(run_dir, buffer_size: int = 2000) -> None:

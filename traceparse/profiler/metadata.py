@@ -26,13 +26,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .. import __version__
-from .model_info import model_facts, optimizer_facts, roots, wrapper_groups, zero_stage
+from traceparse.version import __version__
+from traceparse.profiler.model_info import model_facts, optimizer_facts, roots, wrapper_groups, zero_stage
+from traceparse.axes import LAYOUT_KEYS
 
 METADATA_KEY = "traceparse"
 VERSION = 1
-USER_LAYOUT = ("dp", "tp", "pp", "cp", "sp", "ep", "dp_replicate", "dp_shard", "zero_stage", "pp_schedule",
-               "microbatches", "virtual_stages")
+USER_LAYOUT = LAYOUT_KEYS
 USER_MODEL = ("params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "seq",
               "micro_batch", "dtype_bytes")
 

@@ -7,10 +7,10 @@ import json
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
-from .flight_recorder import flight_recorder
-from .metadata import METADATA_KEY, collect
-from .model_info import optimizer_facts
-from .writer import TraceWriter
+from traceparse.profiler.flight_recorder import flight_recorder
+from traceparse.profiler.metadata import METADATA_KEY, collect
+from traceparse.profiler.model_info import optimizer_facts
+from traceparse.profiler.writer import TraceWriter
 
 LAYOUT_ARGS = ("microbatches", "pp_schedule", "virtual_stages")
 MODEL_ARGS = ("seq", "micro_batch")

@@ -6,10 +6,10 @@ from importlib.resources import files
 
 import duckdb
 
-from ..tagging.layout import infer_layout
-from ..tagging.tag import tag_comm_ops
-from .groups import infer_groups
-from .schema import SCHEMA_VERSION, ddl
+from traceparse.layout.infer import infer_layout
+from traceparse.tagging.tag import tag_comm_ops
+from traceparse.store.groups import infer_groups
+from traceparse.store.schema import SCHEMA_VERSION, ddl
 
 STAGED = ("events", "comm_args", "op_args", "threads", "memory")
 
@@ -40,7 +40,7 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
 
 
 def connect_with_limits(db_path, read_only=False):
-    from ..errors import TraceError
+    from traceparse.errors import TraceError
 
     config = duckdb_config()
     try:
@@ -115,7 +115,7 @@ def _insert_dumps(con, dumps):
 
 
 def _insert_kernel_rules(con):
-    from ..comm_kernels import comm_kernel_rules
+    from traceparse.tagging.comm_kernels import comm_kernel_rules
 
     con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
     _insert_rows(con, "comm_kernel_rules", [(r["id"], r["pattern"], r["op"]) for r in comm_kernel_rules()])

@@ -1,5 +1,8 @@
 """Run a query on a store and get plain rows (dicts); tell a damaged database file from other DuckDB errors."""
 
+from functools import cache
+from importlib.resources import files
+
 
 def rows(con, sql, params=None) -> list[dict]:
     cur = con.execute(sql, params or [])
@@ -12,3 +15,10 @@ def damaged(e: Exception) -> bool:
     it says (a store or a history changed after it was written)."""
     msg = str(e)
     return "Corrupt database file" in msg or "Could not read enough bytes" in msg
+
+
+@cache
+def sql_file(package: str, name: str) -> str:
+    """The SQL file ``name`` of ``package`` (``traceparse.vocabulary``, ``traceparse.analyzers``, ...), read whole:
+    the one way SQL kept beside its module is loaded."""
+    return files(package).joinpath(name).read_text()

@@ -423,7 +423,7 @@ FEATURES_COMMENT = "What tagging rules see, one row per comm_ops row (built with
 
 
 def features_comments() -> str:
-    from ..tagging.features import COLUMNS
+    from traceparse.tagging.features import COLUMNS
 
     parts = [f"COMMENT ON TABLE comm_features IS {_q(FEATURES_COMMENT)};"]
     parts += [f"COMMENT ON COLUMN comm_features.{c} IS {_q(doc)};" for c, (_, doc) in COLUMNS.items()]
@@ -431,7 +431,7 @@ def features_comments() -> str:
 
 
 def markdown() -> str:
-    from ..tagging.features import COLUMNS
+    from traceparse.tagging.features import COLUMNS
 
     out = []
     tables = {**TABLES, **VOCABULARY}

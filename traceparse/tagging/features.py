@@ -37,9 +37,9 @@ COLUMNS = {
 
 
 def build_features(con):
-    from ..store.schema import features_comments
+    from traceparse.store.schema import features_comments
 
-    from .layout import FORWARD_OPS
+    from traceparse.layout.infer import FORWARD_OPS
 
     sql = files("traceparse.tagging").joinpath("features.sql").read_text()
     con.execute(sql.replace("__FORWARD_OPS__", ", ".join(f"'{n}'" for n in FORWARD_OPS)))

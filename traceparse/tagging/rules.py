@@ -14,10 +14,11 @@ from importlib.resources import files
 
 import duckdb
 
-from ..rule_files import read_rule
-from .features import COLUMNS
+from traceparse.rule_files import read_rule
+from traceparse.tagging.features import COLUMNS
+from traceparse.axes import AXES
 
-STRATEGIES = {"dp", "tp", "pp", "cp", "sp", "ep"}
+STRATEGIES = set(AXES)
 REQUIRED = ("id", "title", "strategy", "variant", "priority", "confidence", "when", "why", "must_match", "must_not_match")
 
 
@@ -67,7 +68,7 @@ def validate() -> list[str]:
     """Every problem with the rule files, as 'file: problem' lines (empty when all is well)."""
     problems = []
     seen = {}
-    from ..store.build import macro_connection
+    from traceparse.store.build import macro_connection
 
     con = macro_connection()
     for entry in rule_files():

@@ -17,8 +17,8 @@ afterwards (docs/parallelism.md 3.1, 3.3):
   (Megatron sequence parallelism), else megatron.
 """
 
-from .features import build_features
-from .rules import load_rules
+from traceparse.tagging.features import build_features
+from traceparse.tagging.rules import load_rules
 
 
 def tag_comm_ops(con):

@@ -5,10 +5,10 @@ source), the target layout, and the prediction (step time, bubble, bytes per ran
 communication per strategy, memory per device). The models are in ``forecast``.
 """
 
-from ..errors import TraceError
-from .forecast import forecast
-from .measured import layout, measured, model_layers
-from .sweep import bounds, excluded, sweep
+from traceparse.errors import TraceError
+from traceparse.whatif.forecast import forecast
+from traceparse.whatif.measured import layout, measured, model_layers
+from traceparse.whatif.sweep import bounds, excluded, sweep
 
 VERSION = 1
 

@@ -7,7 +7,7 @@ True) frees them every step) / the micro-batches the rank holds at most under it
 is counted on the order itself: the largest number of forwards (of any chunk) whose backward has not run yet.
 """
 
-from ..analyzers.model_facts import fact
+from traceparse.layout.model_facts import fact
 
 
 def held(orders: dict | None) -> dict:

@@ -23,16 +23,17 @@ is refused (TraceError).
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
 
-from ..analyzers.bubble import expected_bubble, simulate, textbook_orders
-from ..analyzers.comm_volume import expected
-from ..analyzers.memory import zero_memory
-from ..analyzers.model_facts import fact
-from ..errors import TraceError
-from .activations import activation_bytes, held
-from .measured import LAYOUT, layout
-from .pipeline import orders, replayed_step
+from traceparse.analyzers.bubble import expected_bubble, simulate, textbook_orders
+from traceparse.analyzers.comm_volume import expected
+from traceparse.analyzers.memory import zero_memory
+from traceparse.layout.model_facts import fact
+from traceparse.errors import TraceError
+from traceparse.whatif.activations import activation_bytes, held
+from traceparse.whatif.measured import LAYOUT, layout
+from traceparse.whatif.pipeline import orders, replayed_step
+from traceparse.axes import AXES
 
-STRATEGIES = ("dp", "tp", "pp", "cp", "sp", "ep")
+STRATEGIES = AXES
 V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
 # The target's order is built and replayed action by action (analyzers.bubble.replay: passes over the ranks until
 # none advances), so its size is bounded to keep a forecast within seconds: 2 m v actions on each of N_PP ranks,

@@ -6,10 +6,11 @@ document; times are means per rank per profiled step of the store's vocabulary (
 window_strategy_comm).
 """
 
-from ..analyzers.model_facts import fact
-from .pipeline import calibrated_overhead
+from traceparse.layout.model_facts import fact
+from traceparse.whatif.pipeline import calibrated_overhead
+from traceparse.axes import AXES, SCHEDULE_KEYS
 
-LAYOUT = ("dp", "tp", "pp", "cp", "sp", "ep", "zero_stage", "pp_schedule", "microbatches", "virtual_stages")
+LAYOUT = AXES + SCHEDULE_KEYS
 
 
 def measured(con, doc: dict) -> dict:

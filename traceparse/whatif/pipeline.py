@@ -10,8 +10,8 @@ order (the measured one where the target keeps the schedule, N_PP, m and v; else
 chunk holds and the work a device does in one) plus the same o: its makespan is the target's pipeline time.
 """
 
-from ..analyzers.bubble import replay, textbook_orders
-from ..analyzers.model_facts import fact
+from traceparse.analyzers.bubble import replay, textbook_orders
+from traceparse.layout.model_facts import fact
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o
 SHAPE = ("pp_schedule", "pp", "microbatches", "virtual_stages")

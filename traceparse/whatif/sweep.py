@@ -9,8 +9,8 @@ stages of v chunks each), or when its memory exceeds the device's (``device_memo
 refuses a target by the same ``excluded``. A bound whose fact is unknown is not applied and said so.
 """
 
-from .forecast import forecast
-from .measured import model_layers
+from traceparse.whatif.forecast import forecast
+from traceparse.whatif.measured import model_layers
 
 
 def divisors(n):

@@ -1,0 +1,58 @@
+"""Documents kept beside their store: a repeated ``analyze``, ``layout`` or ``tags`` of an unchanged store reads
+its document instead of running the checks again.
+
+A document is kept in ``<store>.<kind>-<key>.json`` next to the store file, where ``key`` hashes the store (its
+load key, size and modification time: a store loaded again is another store), traceparse's version and code
+(rules included), the command and its options. Writing one removes that store's older document of the same
+command. Anything unreadable is built again; a folder that cannot be written keeps nothing.
+"""
+
+import glob
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from traceparse.version import __version__
+
+
+def store_file(con) -> Path | None:
+    """The file of the store ``con`` reads (None for an in-memory database)."""
+    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    return Path(rows[0][0]) if rows and rows[0][0] else None
+
+
+def _digest(con, store: Path, kind: str, options: dict) -> str:
+    from traceparse.load.run import code_identity
+
+    st = store.stat()
+    load_key = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
+    return hashlib.sha256(json.dumps([__version__, code_identity(), load_key and load_key[0], st.st_size,
+                                      st.st_mtime_ns, kind, options], sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
+    """The document ``build()`` returns for this store, command (``kind``) and ``options``, read back when kept.
+    The temporary file (``traceparse.load.run.temp_beside``) of a killed process is removed with the cache's other
+    leftovers."""
+    store = store_file(con) if keep else None
+    if store is None:
+        return build()
+    path = store.with_name(f"{store.name}.{kind}-{_digest(con, store, kind, options)}.json")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    doc = build()
+    from traceparse.load.run import temp_beside
+
+    tmp = temp_beside(path)
+    try:
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+        for old in store.parent.glob(f"{glob.escape(store.name)}.{kind}-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return doc

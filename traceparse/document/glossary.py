@@ -1,0 +1,265 @@
+"""Definitions of every number traceparse reports; ``traceparse explain <id>`` prints them."""
+
+METRICS = {
+    "step_time": (
+        "Step time",
+        "duration of the ProfilerStep#N annotation on the rank's main thread",
+        "per rank: mean (and max) over the profiled steps; ns",
+    ),
+    "profiled_window": (
+        "Profiled window",
+        "the rank's step windows (step_windows: one per ProfilerStep#N; the whole trace when it has none), summed",
+        "the denominator of communication fractions; busy time uses the span from the first window's start to the "
+        "last window's end",
+    ),
+    "busy_time": (
+        "Busy time per thread / stream",
+        "length of the union of the complete events on one CPU thread or GPU stream inside the profiled window "
+        "(nested events count once)",
+        "busy fraction = busy time / profiled window",
+    ),
+    "comm_time": (
+        "Time in communication: comm total, comm in windows, comm %",
+        "comm total (summary.per_rank[].comm_ns): per step window, the length of the union of the rank's counted "
+        "comm_intervals anchored in it (each operation's execution: kernels, gloo worker annotation, custom kernel; "
+        "its CPU call when no execution is known; a kernel anchored by its launch), summed over the windows "
+        "(window_totals.comm_ns); the same number as overlap.per_rank[].comm_ns. It counts what the steps launched "
+        "whole, also where it executes after the step's end (a GPU running behind its CPU), so it can exceed the "
+        "windows' length. comm in windows (comm_in_window_ns): the length of the union of all the rank's counted "
+        "comm_intervals, whatever step launched them, clipped to its step windows: the time inside the windows "
+        "during which the rank communicates",
+        "comm % (comm_fraction) = comm in windows / profiled window (the windows' total length): numerator and "
+        "denominator over the same windows, so never above 100% (it was comm total / profiled window, 147% on a "
+        "GPU trace whose kernels ran 30 ms behind their launches)",
+    ),
+    "compute_time": (
+        "Compute time",
+        "per step window, the length of the union of the rank's compute_intervals anchored in it (GPU: kernels "
+        "executing no communication, placed by their launch; CPU-only: main-thread cpu_ops overlapping no "
+        "communication call or wait), summed over the windows (window_totals.compute_ns); per window it is "
+        "imbalance.per_rank[].compute_ns and bubble.per_stage[].compute_ns",
+        "per rank, summed over its windows; the checks report the mean per window",
+    ),
+    "step_split": (
+        "Step split: compute, exposed communication, idle",
+        "per rank and step window (summary.per_step, from window_totals): compute_ns; exposed_ns = comm_ns - "
+        "hidden_ns, the communication not under compute; idle_ns = window_ns - compute_ns - exposed_ns, never "
+        "below 0 (compute anchored in a window may run past its end)",
+        "each as a share of window_ns, the step window's length",
+    ),
+    "timeline": (
+        "Timeline of one step",
+        "the step: among the steps every rank has a window for (step_windows), the one whose window length "
+        "averaged over the ranks is the median (the lower of an even count; ties: the lower step; without "
+        "ProfilerStep#N the whole-trace window); per rank, kind ('compute', 'comm') and strategy ('untagged' "
+        "when none), the union (interval_pieces) of its compute_intervals and counted comm_intervals anchored in "
+        "that window, one bar per piece, named after its longest interval; past max_bars (3000) bars, the bars "
+        "of one rank, kind and strategy at most merge_gap_ns apart are merged (the least gap that fits; "
+        "aggregated, merged = bars merged away)",
+        "start_ns from one origin for all ranks, origin_ns: the earliest start of the step's windows (one "
+        "clock for the run); dur_ns; windows: each rank's window from the same origin",
+    ),
+    "comm_ops": (
+        "Communication operations",
+        "rows of comm_ops: one per collective or point-to-point call per rank, however many events show it",
+        "communication by op: totals over all ranks and the whole trace (ops total, input bytes total, time total: "
+        "execution, else the CPU call); per rank, comm ops total: the operations with a counted interval anchored in "
+        "the rank's step windows",
+    ),
+    "top_kernels": (
+        "Heaviest kernels / ops",
+        "total duration of GPU kernels by name; on CPU-only traces, total inclusive duration of cpu_op events by name; "
+        "calls total and time total over all ranks and the whole trace",
+        "share = time total / sum over all names of the same kind",
+    ),
+    "layout": (
+        "Inferred layout",
+        "degrees = size of the groups whose operations carry each strategy, counted as Megatron-Core and "
+        "torchtitan count them: world = dp x tp x pp x cp x sp (cp ring, sp Ulysses: the sequence split), so "
+        "dp = world / (tp x pp x cp x sp), every rank that is not model-parallel; expert parallelism is carved "
+        "out of the data-parallel ranks (ep divides dp x cp x sp, no factor of the world): an MoE or "
+        "recommendation job whose dense gradients sync over all its ranks has dp = world, its experts or "
+        "model-parallel embedding tables give ep; dp_replicate x dp_shard = dp, dp_shard the size of the DP "
+        "groups that shard state (ZeRO 1-3; HSDP: its shard groups), plain DDP dp_replicate = dp; zero_stage "
+        "from the data-parallel groups' pattern; microbatches without a pipeline: forward/backward passes per "
+        "optimizer step (gradient accumulation), with one: m and v from the first stage's sends "
+        "(m x v to the second stage, m x (v - 1) wrapping around from the last) or the schedule annotations",
+        "each value with its evidence; null when unknown (docs/parallelism.md 1, 3.1, 3.2, 5)",
+    ),
+    "metadata": (
+        "Configuration declared by the traces (profiler plugin)",
+        "the `traceparse` key traceparse.profiler writes into each rank's trace: degrees from the mesh dimensions "
+        "(or the groups named by the caller or held by DDP / FSDP2 / ZeroRedundancyOptimizer), each dimension's "
+        "axis read from its name; a mesh covering the world sets the model axes it does not name to 1 and dp to "
+        "the world over them; zero_stage from the wrappers; params and layers = the modules' parameters (a "
+        "DTensor counts whole) and blocks summed over one pipeline group, params left undeclared under expert "
+        "parallelism; the other model dims and the optimizer from the lowest rank that has them. The checks take "
+        "each key stated with --layout, else declared here (source 'metadata'), else inferred from the trace",
+        "each declared key is checked against the inferred layout (layout_check, source 'metadata'): a "
+        "contradiction is reported, the inferred layout is never overridden; ranks without metadata and "
+        "disagreeing ranks are noted",
+    ),
+    "hang": (
+        "Divergence of a hung or crashed job (traceparse hang)",
+        "every rank's calls per group, from Flight Recorder dumps (fr_entries) or else the traces (comm_ops numbered "
+        "per rank and group in issue order): collectives matched across the group's members by sequence number, "
+        "the first number where members differ is the group's divergence: missing_rank (a member never issued it), "
+        "rank_died (the missing member left no dump, or its trace is cut off), op_mismatch, size_mismatch, "
+        "dtype_mismatch; sends and receives paired per direction in issue order, the first without a partner a "
+        "p2p_mismatch (the dumps' send/recv entries, plus the send or receive each rank was blocked in at its dump "
+        "from fr_inflight, numbered op_id minus the collectives issued on the group before it). Sequence numbers below the highest first one a member's buffer holds are not compared",
+        "a group is its name (pg_id, or the trace's process group) and its members, never its members alone, so two "
+        "groups over the same ranks stay apart; divergence = the root cause: of the groups' divergences, the first "
+        "not explained by another (a divergence is explained when each missing rank is blocked in another group's "
+        "collective that its own earlier steps issue first, or never reached an earlier root), with the group's "
+        "ranks, mesh dimension (its description), strategy and variant (the tags of the traces' operations on that "
+        "group and op), entered and missing ranks and each missing rank's last call; the explained ones follow as "
+        "its consequences; a member that left no dump is taken never to have entered the earliest call nobody is "
+        "known to have completed; each call's outcome: completed, in flight, failed (NCCL), or ended (gloo marks "
+        "a completed and a failed call alike retired: ended is taken as completed only with evidence: a later call "
+        "in flight with every member dumped, a later step, every member entered and ended it, or another member "
+        "completed it); last_completed = per rank and group the highest sequence number completed; contradictions "
+        "between dumps (a group's members, a rank dumped twice with different buffers) are findings",
+    ),
+    "whatif": (
+        "Forecast of another layout of the same model (traceparse whatif)",
+        "bytes_per_rank_per_step[strategy] = the communication volume (notes' count: all-reduce 2x; traceparse "
+        "explain volume) by the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
+        "m and v and the measured Phi (x measured tp pp / target tp pp x target layers / measured layers), delta, "
+        "b S H, layers; memory_per_device_bytes = the ZeRO table (docs/parallelism.md 3.1) with the target's N_DP "
+        "and stage + activation_bytes (null without memory events) = the micro-batches the target's order holds "
+        "(most forwards without their backward on a rank) x one micro-batch's activations, measured: "
+        "(memory.step_growth - the gradients where they exist at the peak) / the micro-batches the run's order "
+        "holds (x layers per chunk and work per device where the stages change), the rank holding the most; bubble = the notes' formula for the target schedule (3.2); "
+        "bubble_replay = the target's order (as for the step, below) replayed (analyzers.bubble.replay) with the "
+        "target's compute per action (forward, backward, split backward) per micro-batch and "
+        "stage (bubble.action_ns of the run: each stage's own where the target keeps the stages, else the measured "
+        "compute per layer, mean over the stages, x layers per chunk; x N_TP N_CP N_SP measured / target), "
+        "1 - compute / makespan, mean over ranks (a run without a pipeline: equal stages, B = 2 F); "
+        "exposed_comm_ns[strategy] = measured exposed time of that strategy (window_strategy_comm, comm_ns - "
+        "hidden_ns) x target bytes / the run's bytes by the same formula, else the run's exposed time per byte "
+        "over every strategy; step_time_ns = compute_ns + exposed_comm_ns + other_ns; the optimizer (inputs."
+        "optimizer_ns: compute within Optimizer.step* annotations x params per device target / measured x "
+        "1/N_DP from ZeRO-1 on) is taken out of the measured step and compute and the target's added to both. "
+        "Without a pipeline in the run or in the target: compute_ns = measured compute x (m, layers held, 1/N_TP, 1/(N_CP N_SP) "
+        "target / measured), "
+        "other_ns = the measured step - compute - exposed, and a pipelined target adds compute x bubble / (1 - "
+        "bubble) to exposed pp. From a measured pipeline: the target's order (the run's reconstructed bubble.order "
+        "where the target keeps schedule, N_PP, m and v, else the textbook GPipe, 1F1B or interleaved 1F1B order) "
+        "replayed with its compute per action + an overhead per action o, o being the one with which the run's "
+        "order (reconstructed, else textbook) replayed with its measured compute lasts the measured step less "
+        "exposed non-pipeline communication and the optimizer; "
+        "step = that makespan + exposed non-pipeline communication; compute_ns = the replay's compute per rank; "
+        "other_ns = the measured other x target actions / measured actions; exposed pp = the remainder. Where "
+        "no order can be replayed: 2 m v actions x (the slowest stage's compute per action + the overhead per "
+        "action) / (1 - bubble). --sweep: every "
+        "dp x tp x pp of the world size (cp, sp, ep as measured), every ZeRO stage where dp > 1, 1F1B with m = "
+        "max(m, N_PP) and interleaved v = 2 where the layers divide into 2 N_PP chunks; excluded when TP > "
+        "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory",
+        "step_time_ns, compute_ns, exposed_comm_ns, other_ns per rank per step; volume per rank per step; memory per "
+        "device; bubble a "
+        "fraction of the step; every input with its source in inputs and measured",
+    ),
+    "collectives": (
+        "Collectives per rank per step",
+        "comm_ops grouped by (strategy, variant, op): count, input bytes (input_bytes_per_rank_per_step; traceparse "
+        "explain input_bytes) and time (execution, else the CPU call) summed over the profiled steps; input bytes are "
+        "null when no operation of the group has a size, else the known sum, with ops_without_size saying how many "
+        "are left out",
+        "divided by (ranks x profiled steps); without steps, by ranks",
+    ),
+    "input_bytes": (
+        "Input bytes: what the ranks pass to the calls",
+        "comm_ops.bytes_in: the bytes of the tensor a rank passes to a collective or send (all-gather: its shard; "
+        "reduce-scatter and all-reduce: the full tensor), each call counted once. The collectives table's 'input "
+        "bytes' (input_bytes_per_rank_per_step) and comm_volume.per_strategy[].input_bytes per rank per step; the "
+        "summary's 'input bytes total' and traceparse tags' over all ranks and the whole trace. Not the "
+        "communication volume (traceparse explain volume): an all-reduce's volume is twice its input bytes",
+        "per rank per profiled step where the column says so, else a total (the column says 'total')",
+    ),
+    "untagged": (
+        "Untagged communication",
+        "comm_ops rows no tagging rule matched",
+        "share = their time / all communication time",
+    ),
+    # The metrics of a run (traceparse.history.run_metrics) that traceparse compare compares; bubble, overlap.<strategy>
+    # and imbalance.max_over_mean are the checks' numbers: traceparse explain bubble / overlap / imbalance.
+    "step_time_p95": (
+        "Step time of the run: step_time.mean and step_time.p95",
+        "over every (rank, step) window of a profiled step (summary.per_step window_ns): step_time.mean = their "
+        "mean; step_time.p95 = their nearest-rank 95th percentile, the smallest window with at least 95% of the "
+        "windows at or below it (with few windows, nearly the longest)",
+        "ns per step; lower is better",
+    ),
+    "exposed_comm": (
+        "Exposed communication per strategy: exposed_comm.<strategy>",
+        "numerator: overlap.per_strategy[<strategy>].exposed_ns, the strategy's communication not under compute "
+        "summed over every rank's step windows (traceparse explain overlap); denominator: the number of (rank, "
+        "step) windows",
+        "ns per rank per step; lower is better",
+    ),
+    "volume": (
+        "Communication volume per strategy: volume.<strategy> (volume (notes' count: all-reduce 2x))",
+        "comm_volume.per_strategy[<strategy>].measured_volume_bytes: the bytes a rank sends for the strategy per "
+        "profiled step in the notes' count (docs/parallelism.md 2: all-reduce 2 x its size, reduce-scatter, "
+        "all-gather, all-to-all and broadcast the full size, send the size, recv 0; traceparse explain "
+        "comm_volume), averaged over the loaded ranks; what the notes' formulas predict. Not the input bytes of the "
+        "collectives table (traceparse explain input_bytes): a DDP run's volume is twice its input bytes. Named "
+        "bytes.<strategy> before: a history recorded then is read, and --threshold bytes=... taken, as volume",
+        "bytes per rank per step; lower is better",
+    ),
+    "bytes": (
+        "Which bytes: two quantities, two names",
+        "input bytes (traceparse explain input_bytes): what the ranks pass to the calls, each call once, in the "
+        "collectives table; volume (notes' count: all-reduce 2x) (traceparse explain volume): what "
+        "docs/parallelism.md 2's formulas count, in the communication volume table, the comm_volume check, its "
+        "chart and traceparse compare's volume.<strategy> (formerly bytes.<strategy>)",
+        "both per rank per step",
+    ),
+    "straggler": (
+        "Straggler rank: imbalance.straggler",
+        "imbalance.straggler_rank, the rank the others wait for at their collectives, only when named: material "
+        "and conclusive (traceparse explain imbalance); absent when the verdict is not conclusive, none or unknown",
+        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression; "
+        "since only a conclusive straggler is a metric, a pattern that is not conclusive in NEW never gates",
+    ),
+    "per_microbatch": (
+        "Per micro-batch: <id>_per_microbatch",
+        "numerator: a per-step metric (step_time.mean, step_time.p95, exposed_comm.<strategy>, volume.<strategy>); "
+        "denominator: layout.microbatches, the micro-batches per optimizer step (the pipeline's m, or the "
+        "gradient-accumulation passes; traceparse explain layout)",
+        "the metric's unit per micro-batch; traceparse compare compares these instead of the per-step metrics when "
+        "the two runs differ in micro-batches per step (the same micro-batch size: more micro-batches are "
+        "proportionally more work per step), and says so",
+    ),
+    "compare": (
+        "Comparison of two runs: traceparse compare BASE NEW",
+        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, volume; per micro-batch "
+        "when the micro-batches per step differ): delta = new - base, relative = delta / base (none when base is "
+        "0), its threshold and whether it regressed (traceparse explain regression); layout changes first, a "
+        "change of parallel degrees said plainly; a metric of one run only is reported, never a regression",
+        "the verdict: regressed (exit 1) when any metric regressed, else ok (exit 0); bad input exits 2. A metric "
+        "regresses past its threshold only when the change is also beyond the two runs' step-to-step variation "
+        "(Welch's t, p <= 0.01) and, for step time and exposed communication, not explained by a busier host "
+        "(imbalance.stretch); the straggler only when named (conclusive) in NEW (traceparse explain regression)",
+    ),
+    "regression": (
+        "Regression of a metric",
+        "a move in the metric's worse direction (lower or higher is better) by more than its threshold: "
+        "|relative| > N for a threshold 'N%' (a base of 0 exceeds any), |delta| > X for an absolute one 'X' in the "
+        "metric's unit; thresholds per group or id in rules/compare_thresholds.toml (an id overrides its group, a "
+        "per-micro-batch id takes its per-step id's), overridden by --threshold KEY=VALUE (an override of a group "
+        "replaces its ids' defaults too); exposed communication "
+        "under the [floor] fraction of the new run's mean step time is not gated; layout never regresses by size; "
+        "imbalance.straggler regresses when a straggler appears or the straggler rank changes. Against the "
+        "measured variation: a metric both runs give per profiled step (step_time.mean: the step's mean window "
+        "over the ranks; step_time.p95: the step's slowest window; exposed_comm, overlap, "
+        "imbalance.max_over_mean per step) regresses only when, beyond its threshold, the change is also larger "
+        "than the step-to-step variation explains: Welch's t on the two runs' per-step values, one-sided in the "
+        "worse direction, p <= 0.01 (the row's p); with fewer than two steps in a run, the threshold alone. "
+        "Host contention: a step_time or exposed_comm regression is not gated when NEW's ops ran longer against "
+        "their fastest than BASE's (imbalance.stretch = compute busy time / compute floor over the ranks) by "
+        "more than the metric's relative threshold: the host was busier, the work (floor) did not grow",
+        "delta 0 never regresses: a run compared with itself is ok",
+    ),
+}

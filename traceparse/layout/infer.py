@@ -1,0 +1,332 @@
+"""Infer the job's layout from the tagged communication, each value with its evidence.
+
+Degrees (docs/parallelism.md 1): the size of the groups whose operations carry each
+strategy. The convention is Megatron-Core's and torchtitan's: the world is
+N_DP x N_TP x N_PP x N_CP x N_SP (CP: ring, SP: Ulysses, both the sequence split), so
+DP is every rank that is not model-parallel, N / (N_TP x N_PP x N_CP x N_SP), and
+expert parallelism is carved out of the data-parallel (x sequence-split) ranks: N_EP
+divides N_DP x N_CP x N_SP and is no factor of the world. An MoE or recommendation job
+whose dense gradients sync over all its ranks has dp = world; its experts (or
+model-parallel embedding tables, variant embedding) report ep. The replica group the
+DP collectives run in may be wider than N_DP (it spans the sequence split and the
+experts' ranks, 5). dp_replicate x dp_shard = dp (torchtitan's HSDP names): dp_shard
+is the size of the groups that shard state (ZeRO 1-3), dp_replicate the rest; plain
+replication (ZeRO-0) is dp_replicate = dp. The ZeRO stage is the DP groups' variant
+(3.1). Without a pipeline, m is the gradient accumulation: the forward/backward passes
+per optimizer step (DDP / FSDP forward annotations, else the backward passes that
+follow forward compute on the main thread). For a pipeline (3.2), with each group's
+ranks in stage order: the first stage sends m x v activations to the second and
+the last sends m x (v - 1) back around to the first, so m and v follow; the
+schedule is interleaved when v > 1, else 1F1B when the last stage sends a
+gradient before it has received every micro-batch, else GPipe. Schedule
+annotations (PP:<stage><action><mb>, Forward i / Backward i) give m and v
+directly when present, and name the zero-bubble schedules (3.2: backward split
+into input-grad I and weight-grad W): I/W actions with looped stages (rank p
+holds p, p + N_PP, ...) are interleaved zero bubble, with V-shaped stages (rank p
+holds p and 2 N_PP - 1 - p) ZB-V, and V-shaped stages that also run fused
+forward+backward pairs (PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B) or full
+backwards beside I/W are DualPipeV. Without annotations a zero-bubble schedule
+cannot be told apart: W sends nothing, and a V's sends have the counts and sizes
+of a chain with 2m micro-batches.
+"""
+
+import re
+from collections import Counter
+from traceparse.axes import AXES, MODEL_AXES
+
+FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
+FORWARD_OPS = ("aten::linear", "aten::mm", "aten::matmul", "aten::addmm", "aten::bmm", "aten::embedding",
+               "aten::convolution", "aten::scaled_dot_product_attention")
+PP_ANNOTATION = re.compile(r"^PP:(\d+)[A-Z_]*?(\d+)$")
+PP_COMPUTE = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
+PP_OVERLAP = re.compile(r"^PP:\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
+GPIPE_ANNOTATION = re.compile(r"^(Forward|Backward) (\d+)$")
+
+
+def infer_layout(con) -> dict:
+    """{key: (value, evidence)} for every key in LAYOUT_KEYS."""
+    out = {}
+    world = con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0]
+    tagged = con.execute(
+        "SELECT strategy, group_size, count(*) FROM comm_ops WHERE strategy IS NOT NULL GROUP BY ALL"
+    ).fetchall()
+    sizes = {}
+    for strategy, size, n in tagged:
+        sizes.setdefault(strategy, Counter())[size] += n
+    for axis in AXES[1:]:
+        out[axis] = _degree(axis, sizes.get(axis), world)
+    out["dp"] = _dp_degree(out, sizes.get("dp"), world)
+    out["zero_stage"] = _zero_stage(con, out["dp"][0])
+    out.update(_pipeline(con, out["pp"][0]))
+    if out["pp"][0] == 1:
+        out["microbatches"] = _accumulation(con)
+    out.update(_dp_split(con, out))
+    return out
+
+
+def _degree(axis, sizes, world):
+    if not sizes:
+        return 1, f"no operation tagged {axis}"
+    known = Counter({s: n for s, n in sizes.items() if s})
+    if not known:
+        if axis == "ep" and world:
+            return world, f"{sum(sizes.values())} {axis} operations name no group (custom kernels): assumed to span the world of {world}"
+        return None, f"{sum(sizes.values())} operations tagged {axis}, none with a known group"
+    size, n = known.most_common(1)[0]
+    others = sorted(s for s in known if s != size)
+    note = f"; other sizes seen: {others}" if others else ""
+    return size, f"{n} operations tagged {axis} run in groups of {size} ranks{note}"
+
+
+def _dp_degree(out, dp_sizes, world):
+    model = [out[a][0] for a in MODEL_AXES]
+    if world is None or any(d is None for d in model):
+        return None, "world size or another degree unknown"
+    tp, pp, cp, sp = model
+    product = tp * pp * cp * sp
+    if world % product:
+        return None, f"world {world} is not a multiple of tp x pp x cp x sp = {product}"
+    dp = world // product
+    why = (f"world {world} / (tp x pp x cp x sp = {product}): every rank that is not model-parallel is "
+           "data-parallel (Megatron-Core, torchtitan; docs/parallelism.md 1, 5)")
+    ep = out["ep"][0]
+    if ep and ep > 1:
+        if (dp * cp * sp) % ep == 0:
+            why += f"; ep = {ep} is carved out of the {dp * cp * sp} data-parallel x sequence-split ranks"
+        else:
+            why += (f"; ep = {ep} does not divide the {dp * cp * sp} data-parallel x sequence-split ranks "
+                    "(not the Megatron-Core / torchtitan carving)")
+    known = Counter({s: n for s, n in (dp_sizes or {}).items() if s})
+    if known:
+        spans = sorted(known)
+        if spans == [dp]:
+            why += "; matches the groups of the data-parallel collectives"
+        else:
+            why += f"; the data-parallel collectives run in groups of {' and '.join(map(str, spans))} ranks"
+            if max(spans) > dp:
+                why += (": the replica group spans the sequence split too (its replicated weights sync "
+                        "with DP, docs/parallelism.md 5)")
+            if min(spans) < dp:
+                why += (": some sync only part of the data-parallel ranks (HSDP's shard and replicate "
+                        "groups, or replicated experts across their expert-parallel copies)")
+    return dp, why
+
+
+def _zero_stage(con, dp):
+    variants = con.execute(
+        "SELECT variant, count(*) FROM comm_ops WHERE strategy = 'dp' GROUP BY variant ORDER BY variant DESC"
+    ).fetchall()
+    if dp is None:
+        return None, "data-parallel degree unknown"
+    if dp == 1:
+        return None, "no data parallelism (dp = 1)" + (
+            f"; replica groups still sync with {', '.join(v for v, _ in variants)} patterns" if variants else "")
+    if not variants:
+        return None, "no data-parallel collectives found"
+    stage = max(int(v[-1]) for v, _ in variants)
+    return stage, "data-parallel groups: " + ", ".join(f"{n} operations {v}" for v, n in variants)
+
+
+def _dp_split(con, out) -> dict:
+    """dp_replicate and dp_shard (torchtitan's names; their product is dp): dp_shard is the size of the
+    data-parallel groups that shard state (ZeRO 1-3), within the sequence split they may span."""
+    dp, zero = out["dp"][0], out["zero_stage"][0]
+    if dp is None:
+        return {k: (None, "data-parallel degree unknown") for k in ("dp_replicate", "dp_shard")}
+    if dp == 1:
+        return {k: (1, "no data parallelism (dp = 1)") for k in ("dp_replicate", "dp_shard")}
+    rows = con.execute(
+        "SELECT group_size, variant, count(*) FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL "
+        "GROUP BY ALL ORDER BY 3 DESC"
+    ).fetchall()
+    sharded = Counter()
+    for size, variant, n in rows:
+        if variant and variant != "zero0":
+            sharded[size] += n
+    if not zero or not sharded:
+        why = f"plain replication (ZeRO-0) over the {dp} data-parallel ranks"
+        return {"dp_replicate": (dp, why), "dp_shard": (1, why)}
+    s = sharded.most_common(1)[0][0]
+    seq = (out["cp"][0] or 1) * (out["sp"][0] or 1)
+    if s > dp and s % seq == 0:
+        s //= seq  # the sharding group spans the sequence split too (torchtitan's dp_shard_cp)
+    if s < dp and dp % s == 0:
+        replicas = sorted({size for size, variant, _ in rows if variant == "zero0"})
+        why = (f"hybrid sharding (HSDP): state sharded over groups of {s} ranks, replicated across "
+               f"{dp // s} of them" + (f" (all-reduce groups of {replicas} ranks)" if replicas else ""))
+        return {"dp_replicate": (dp // s, why), "dp_shard": (s, why)}
+    why = f"state sharded (ZeRO-{zero}) over all {dp} data-parallel ranks"
+    return {"dp_replicate": (1, why), "dp_shard": (dp, why)}
+
+
+def _accumulation(con):
+    """(m, evidence): gradient accumulation without a pipeline, the forward/backward passes per optimizer
+    step on every rank: DDP's / FSDP's forward annotations, else the backward passes on the thread
+    that runs the steps that each follow forward compute (matmuls, embeddings) there."""
+    per = con.execute(
+        f"""SELECT rank, step, count(*) FROM events
+            WHERE step IS NOT NULL AND name IN ({", ".join(f"'{n}'" for n in FORWARD_PASS)}) GROUP BY ALL"""
+    ).fetchall()
+    source = "forward passes (" + " / ".join(FORWARD_PASS) + ")"
+    if not per:
+        per = _backward_passes(con)
+        source = "backward passes after forward compute"
+    counts = Counter(n for _, _, n in per if n)
+    if not counts:
+        return 1, "no pipeline and no backward pass seen: no gradient accumulation"
+    m, seen = counts.most_common(1)[0]
+    if m == 1:
+        return 1, f"no pipeline; one forward/backward pass per optimizer step ({source}): no gradient accumulation"
+    others = sorted(set(counts) - {m})
+    return m, (f"no pipeline; {m} {source} per step on {seen} of {len(per)} rank-steps: gradient accumulation "
+               f"over m = {m} micro-batches (docs/parallelism.md 1, 3.1)" + (f"; also seen: {others}" if others else ""))
+
+
+def _backward_passes(con):
+    rows = con.execute(
+        f"""SELECT e.rank, e.step, e.ts_ns, e.ts_ns + e.dur_ns, e.name LIKE 'autograd::engine::evaluate_function%'
+            FROM events e
+            JOIN (SELECT DISTINCT rank, tid FROM events WHERE name LIKE 'ProfilerStep#%') m
+              ON m.rank = e.rank AND m.tid = e.tid
+            WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
+              AND (e.name LIKE 'autograd::engine::evaluate_function%'
+                   OR e.name IN ({", ".join(f"'{n}'" for n in FORWARD_OPS)}))
+            ORDER BY e.rank, e.step, e.ts_ns, e.dur_ns DESC"""
+    ).fetchall()
+    passes = Counter()
+    state = {}
+    for rank, step, ts, end, autograd in rows:
+        bwd_end, forward = state.get((rank, step), (None, False))
+        inside = bwd_end is not None and ts < bwd_end
+        if autograd:
+            if not inside and forward:
+                passes[(rank, step)] += 1
+                forward = False
+            bwd_end = end if bwd_end is None else max(bwd_end, end)
+        elif not inside:
+            forward = True
+        state[(rank, step)] = (bwd_end, forward)
+    return [(rank, step, passes[(rank, step)]) for rank, step in state]
+
+
+def _pipeline(con, pp):
+    none = {
+        "pp_schedule": (None, "no pipeline"),
+        "microbatches": (1, "no pipeline; micro-batching (gradient accumulation) is not inferred and taken as 1"),
+        "virtual_stages": (1, "no pipeline"),
+    }
+    if pp is None:
+        return {k: (None, "pipeline degree unknown") for k in none}
+    if pp == 1:
+        return none
+    annotated = _from_annotations(con, pp)
+    counted = _from_sends(con)
+    if annotated is None and counted is None:
+        return {k: (None, "pipeline sends without known groups and peers") for k in none}
+    m, v, why = annotated or counted
+    zero_bubble = _zero_bubble(con, pp) if annotated else None
+    if zero_bubble:
+        schedule, s_why = zero_bubble
+    elif v > 1:
+        schedule, s_why = "interleaved_1f1b", f"{v} virtual stages per rank"
+    else:
+        schedule, s_why = _one_f_one_b_or_gpipe(con)
+    return {"pp_schedule": (schedule, s_why), "microbatches": (m, why), "virtual_stages": (v, why)}
+
+
+def _zero_bubble(con, pp):
+    """(schedule, evidence) when the PP:<stage><action><mb> annotations show split backwards (I, W), else None."""
+    names = con.execute(
+        "SELECT DISTINCT rank, name FROM events WHERE cat = 'user_annotation' AND name LIKE 'PP:%'"
+    ).fetchall()
+    stages, kinds = {}, set()
+    for rank, n in names:
+        if g := PP_COMPUTE.match(n):
+            stages.setdefault(rank, set()).add(int(g.group(1)))
+            kinds.add(g.group(2))
+        elif g := PP_OVERLAP.match(n):
+            stages.setdefault(rank, set()).update((int(g.group(1)), int(g.group(3))))
+            kinds.add("OVERLAP_F_B")
+    if not kinds & {"I", "W"}:
+        return None
+    n_stages = max(max(s) for s in stages.values()) + 1
+    v_shaped = n_stages == 2 * pp and all(len(s) == 2 and min(s) + max(s) == n_stages - 1 for s in stages.values())
+    looped = all(len({x % pp for x in s}) == 1 for s in stages.values())
+    split = "backward split into input-grad (I) and weight-grad (W) actions"
+    if v_shaped and kinds & {"OVERLAP_F_B", "B"}:
+        return "dualpipe_v", (f"{split}, V-shaped stages (rank p holds p and {n_stages - 1} - p) and "
+                              + ("fused forward+backward pairs (OVERLAP_F_B)" if "OVERLAP_F_B" in kinds
+                                 else "full backwards (B)") + ": DualPipeV")
+    if v_shaped:
+        return "zbv_zero_bubble", f"{split} and V-shaped stages (rank p holds p and {n_stages - 1} - p): ZB-V"
+    if looped:
+        return "interleaved_zero_bubble", (f"{split} and looped stages (rank p holds p, p + {pp}, ...): "
+                                           "interleaved zero bubble")
+    return None
+
+
+def _from_annotations(con, pp):
+    names = [n for (n,) in con.execute(
+        "SELECT DISTINCT name FROM events WHERE cat = 'user_annotation' AND (name LIKE 'PP:%' OR regexp_matches(name, '^(Forward|Backward) \\d+$'))"
+    ).fetchall()]
+    stages, mbs = set(), set()
+    for n in names:
+        if m := PP_ANNOTATION.match(n):
+            stages.add(int(m.group(1)))
+            mbs.add(int(m.group(2)))
+        elif m := GPIPE_ANNOTATION.match(n):
+            mbs.add(int(m.group(2)))
+    if not mbs:
+        return None
+    m = max(mbs) + 1
+    v = (max(stages) + 1) // pp if stages and (max(stages) + 1) % pp == 0 else 1
+    return m, v, f"schedule annotations name micro-batches 0..{m - 1}" + (
+        f" and stages 0..{max(stages)} on {pp} ranks" if stages else "")
+
+
+def _from_sends(con):
+    rows = con.execute(
+        """
+        SELECT list_sort(group_ranks) AS g, group_ranks, rank, peer, count(*) // count(DISTINCT step) AS per_step
+        FROM comm_ops
+        WHERE strategy = 'pp' AND op = 'send' AND peer IS NOT NULL AND group_ranks IS NOT NULL AND step IS NOT NULL
+        GROUP BY ALL
+        ORDER BY g, rank, peer
+        """
+    ).fetchall()
+    if not rows:
+        return None
+    ranks = rows[0][1]
+    group = [r for r in rows if r[1] == ranks]
+    n = len(ranks)
+    links = {(r[2], r[3]): r[4] for r in group}
+    first_to_second = links.get((ranks[0], ranks[1]), 0)
+    wrap = links.get((ranks[-1], ranks[0]), 0) if n > 2 else 0
+    m = first_to_second - wrap
+    if m <= 0 or first_to_second % m:
+        return None
+    v = first_to_second // m
+    return m, v, (f"per step the first stage (rank {ranks[0]}) sends {first_to_second} activations to the second "
+                  f"and the last (rank {ranks[-1]}) sends {wrap} around to the first: m = {m}, v = {v}")
+
+
+def _one_f_one_b_or_gpipe(con):
+    rows = con.execute(
+        """
+        WITH last AS (SELECT rank, group_ranks[len(group_ranks)] AS last_rank, group_ranks[len(group_ranks) - 1] AS prev
+                      FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL
+                      ORDER BY list_sort(group_ranks), rank LIMIT 1)
+        SELECT c.op FROM comm_ops c, last
+        WHERE c.strategy = 'pp' AND c.rank = last.last_rank AND c.peer = last.prev
+          AND c.step = (SELECT min(step) FROM comm_ops WHERE strategy = 'pp')
+        ORDER BY c.host_ts_ns
+        """
+    ).fetchall()
+    ops = [op for (op,) in rows]
+    if "send" not in ops or "recv" not in ops:
+        return None, "cannot see the last stage's receives and sends"
+    first_send = ops.index("send")
+    later_recvs = ops[first_send:].count("recv")
+    if later_recvs:
+        return "1f1b", f"the last stage sends its first gradient before {later_recvs} of its activations arrive"
+    return "gpipe", "the last stage receives every micro-batch's activations before it sends any gradient"

@@ -1,0 +1,180 @@
+"""The layout and tag sections of a report: inferred layout, user-stated checks, lint, collectives."""
+
+import json
+import tomllib
+from pathlib import Path
+
+from traceparse.analyzers.bubble import FORMULAS
+from traceparse.errors import TraceError
+from traceparse.store.query import rows
+from traceparse.axes import INT_LAYOUT_KEYS, LAYOUT_KEYS
+
+MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
+              "dtype_bytes", "params", "top_k", "n_opt"}
+INT_KEYS = INT_LAYOUT_KEYS | MODEL_KEYS
+STATED_KEYS = set(LAYOUT_KEYS) | MODEL_KEYS | {"optimizer"}
+
+
+def inferred_layout(con) -> dict:
+    got = {k: (json.loads(v), why) for k, v, why in con.execute("SELECT key, value, evidence FROM layout").fetchall()}
+    doc = {k: got.get(k, (None, "not inferred"))[0] for k in LAYOUT_KEYS}
+    doc["evidence"] = {k: got.get(k, (None, "not inferred"))[1] for k in LAYOUT_KEYS}
+    return doc
+
+
+def parse_stated(text: str | None, option: str = "--layout") -> dict:
+    """``dp=4,tp=2`` or the path of a TOML file (top-level keys, optional [model] table); ``option`` (``--layout``,
+    ``--given``) names where the text came from in errors. A key given twice is refused."""
+    if not text:
+        return {}
+    if text.endswith(".toml") and not Path(text).is_file():
+        raise TraceError(text, f"{option}: no such layout file")
+    source = text if Path(text).is_file() else None  # named in errors about its values
+    if source:
+        try:
+            data = tomllib.loads(Path(text).read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise TraceError(text, f"{option}: not a TOML layout file ({e})") from None
+        except OSError as e:
+            raise TraceError(text, f"{option}: cannot read the layout file: {e.strerror or e}") from None
+        model = data.pop("model", {})
+        if not isinstance(model, dict):
+            raise TraceError(text, f"{option}: not a TOML layout file ([model] must be a table)")
+        twice = sorted(set(data) & set(model))
+        if twice:
+            raise TraceError(text, f"{option}: {', '.join(twice)} given twice (at the top and in [model])")
+        data.update(model)
+    else:
+        data = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            if "=" not in part:
+                raise TraceError(None, f"{option}: expected key=value, got {part!r}")
+            k, v = (s.strip() for s in part.split("=", 1))
+            if k in data:
+                raise TraceError(None, f"{option}: {k} given twice ({k}={data[k]}, {k}={v})")
+            data[k] = v
+    unknown = set(data) - STATED_KEYS
+    if unknown:
+        raise TraceError(source, f"{option}: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(STATED_KEYS))})")
+    return {k: _int_value(k, v, source, option) if k in INT_KEYS else _text_value(k, v, source, option)
+            for k, v in data.items()}
+
+
+INT_RANGE = {"zero_stage": (0, 3)}  # every other number: 1 .. 10^15 (params of the largest models fit)
+NAMES = {"pp_schedule": tuple(FORMULAS)}  # the names a text key takes (the bubble check's schedules); others: any
+
+
+def _int_value(key: str, v, source: str | None, option: str) -> int:
+    """A whole number in its key's range (``7e9`` params allowed); anything else is refused."""
+    if isinstance(v, str):
+        try:
+            v = int(v)
+        except ValueError:
+            try:
+                v = float(v)
+            except ValueError:
+                raise TraceError(source, f"{option}: {key} = {v!r} is not a number") from None
+    if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and not v.is_integer()):
+        raise TraceError(source, f"{option}: {key} = {v!r} is not a whole number")
+    lo, hi = INT_RANGE.get(key, (1, 10**15))
+    if not lo <= v <= hi:
+        raise TraceError(source, f"{option}: {key} = {v!r} is out of range ({lo} to {hi:,})")
+    return int(v)
+
+
+def _text_value(key: str, v, source: str | None, option: str) -> str:
+    if not isinstance(v, str):
+        raise TraceError(source, f"{option}: {key} = {v!r} must be a name")
+    if key in NAMES and v not in NAMES[key]:
+        raise TraceError(source, f"{option}: {key} = {v!r} is not one of {', '.join(NAMES[key])}")
+    return v
+
+
+def compare_stated(layout: dict, stated: dict, sources: dict | None = None) -> list[dict]:
+    """Each given layout key (``sources``: 'stated' or 'metadata' per key) against the inferred value; the trace's
+    evidence is never overridden."""
+    out = []
+    for k in LAYOUT_KEYS:
+        if k not in stated:
+            continue
+        got = layout.get(k)
+        status = "not inferred" if got is None else "agrees" if got == stated[k] else "contradicts"
+        out.append({"key": k, "stated": stated[k], "source": (sources or {}).get(k, "stated"), "inferred": got,
+                    "status": status, "evidence": layout["evidence"][k]})
+    return out
+
+
+def lint(con, layout: dict, stated: dict) -> list[str]:
+    """Warnings from the bounds of docs/parallelism.md section 4 [II.IV]."""
+    warnings = []
+    per_node = stated.get("ranks_per_node") or con.execute(
+        "SELECT CASE WHEN count(host) = count(*) THEN max(n) END FROM "
+        "(SELECT host, count(*) AS n FROM ranks GROUP BY host)"
+    ).fetchone()[0]
+    tp, sp, ep, pp = (layout.get(k) for k in ("tp", "sp", "ep", "pp"))
+    if tp and per_node and tp > per_node:
+        warnings.append(f"tp = {tp} spans more ranks than a node holds ({per_node}): TP traffic leaves the node (docs/parallelism.md 3.3, 4)")
+    kv = stated.get("kv_heads")
+    for name, degree in (("tp", tp), ("Ulysses sp", sp)):
+        if degree and kv and degree > kv:
+            warnings.append(f"{name} = {degree} exceeds the {kv} key/value heads (docs/parallelism.md 3.3, 3.4, 4)")
+    if ep and stated.get("experts") and ep > stated["experts"]:
+        warnings.append(f"ep = {ep} exceeds the {stated['experts']} experts (docs/parallelism.md 3.5, 4)")
+    if pp and stated.get("layers") and pp > stated["layers"]:
+        warnings.append(f"pp = {pp} exceeds the {stated['layers']} layers (docs/parallelism.md 3.2, 4)")
+    return warnings
+
+
+def collectives(con) -> list[dict]:
+    """One row per (strategy, variant, op): counts, input bytes and time per rank per profiled step.
+
+    Input bytes are what the ranks pass to the calls (comm_ops.bytes_in; ``traceparse explain input_bytes``), not
+    the notes' communication volume (comm_volume; ``traceparse explain volume``). They are null when no operation
+    of the row has a known size, else the sum of the known sizes; ``ops_without_size`` counts the operations left out.
+    """
+    return rows(
+        con,
+        """
+        WITH n AS (SELECT (SELECT count(*) FROM ranks) AS ranks,
+                          greatest((SELECT count(DISTINCT step) FROM steps), 1) AS steps,
+                          (SELECT count(*) > 0 FROM steps) AS stepped)
+        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
+               round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
+               -- NULL when no operation has a known size, else the sum of the known ones (ops_without_size: the rest)
+               round(sum(bytes_in) / any_value(n.ranks * n.steps)) AS input_bytes_per_rank_per_step,
+               round(sum(coalesce(exec_dur_ns, host_dur_ns)) / any_value(n.ranks * n.steps)) AS time_per_rank_per_step_ns,
+               count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
+               any_value(rule_id) AS rule_id
+        FROM comm_ops, n
+        WHERE step IS NOT NULL OR NOT n.stepped
+        GROUP BY 1, 2, 3 ORDER BY strategy, variant, op
+        """,
+    )
+
+
+def untagged(con) -> dict:
+    r = rows(
+        con,
+        """
+        SELECT count(*) FILTER (WHERE strategy IS NULL) AS ops, count(*) AS all_ops,
+               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)) FILTER (WHERE strategy IS NULL), 0) AS time_ns,
+               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)), 0) AS all_time_ns
+        FROM comm_ops
+        """,
+    )[0]
+    r["time_fraction"] = round(r["time_ns"] / r["all_time_ns"], 4) if r["all_time_ns"] else None
+    return r
+
+
+def tags(con) -> list[dict]:
+    """One row per (strategy, variant, op, rule, confidence); bytes_in null when no operation has a known size."""
+    return rows(
+        con,
+        """
+        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op, rule_id, confidence,
+               count(*) AS ops, count(DISTINCT rank) AS ranks, list_sort(any_value(group_ranks))::VARCHAR AS a_group,
+               sum(bytes_in)::BIGINT AS bytes_in, count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
+               sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns
+        FROM comm_ops GROUP BY ALL ORDER BY strategy, variant, op, rule_id
+        """,
+    )

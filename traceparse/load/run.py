@@ -1,0 +1,506 @@
+"""Load a run: files -> parallel per-rank parsing -> one DuckDB store.
+
+The store is written to a temporary file next to its destination and moved
+into place only when complete, so a failed load leaves nothing half-written.
+"""
+
+import atexit
+import hashlib
+import itertools
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from traceparse.version import __version__
+from traceparse.errors import TraceError, shown
+from traceparse.load.inputs import expand_inputs, folders_read, no_trace_files
+from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
+from traceparse.store.schema import SCHEMA_VERSION
+
+# .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
+# commands that load nothing start without them.
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TRACEPARSE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "traceparse"
+    )
+    return Path(base)
+
+
+@cache
+def code_identity() -> str:
+    """Size and mtime of traceparse's own code and rules: an upgraded or edited install builds anew."""
+    h = hashlib.sha256()
+    for package in ("traceparse", "traceparse.analyzers", "traceparse.rules"):  # the last two live apart in a checkout
+        root = Path(str(resources.files(package)))
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".sql", ".toml"):
+                st = p.stat()
+                h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def store_key(files: list[Path], allow_mixed: bool) -> str:
+    """Identity of a load: the files (path, size, mtime; those of folders whether traces or not), the options
+    and the code."""
+    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}".encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()[:24]
+
+
+def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None, engine="local",
+             address=None, stage_root=None) -> tuple[Path, bool]:
+    """Load the traces named by ``paths`` into a store; return (store path, reused).
+
+    ``engine``: ``local`` parses on a process pool here, ``ray`` as Ray tasks on the cluster at ``address``
+    (``auto``, ``ray://host:port``; None: a cluster of this machine started for the load) with the per-rank
+    Parquet staged under ``stage_root`` (a folder every worker can reach; default: the temporary folder).
+
+    ``progress``, when given, is called ``progress(files_done, files_total, bytes_done, bytes_total)``
+    (bytes: the files' sizes on disk) once as parsing begins, with nothing done, then once as each file
+    is parsed; a reused store parses nothing and calls it never."""
+    files, in_folders = expand_inputs(paths)
+    key = store_key(files, allow_mixed)
+    remove_stale_leftovers()
+    if db is not None:
+        target = Path(db)
+        if target.is_dir():
+            raise TraceError(target, "is a directory; --db names the store file to write or read")
+        if target.exists():
+            stored = _stored_key(target)
+            if stored == key:
+                return target, True
+            if stored is None:
+                raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
+        _make_parent(target)
+    elif use_cache:
+        target = cache_dir() / f"{key}.duckdb"
+        if _cache_entry_intact(target) and _stored_key(target) == key:
+            return target, True
+        _clear_cache_entry(target)  # damaged, stale or missing: built again
+        _make_parent(target)
+    else:
+        target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+    except OSError as e:
+        if db is None and not use_cache:
+            shutil.rmtree(target.parent, ignore_errors=True)
+        raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
+    tmp = temp_beside(target)
+    done = False
+    try:
+        parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
+        skipped = [(s["file"], s["why"]) for s in parsed if s.get("kind") == "skipped"]
+        parsed = [s for s in parsed if s.get("kind") != "skipped"]
+        if not parsed:
+            raise no_trace_files(paths, skipped)
+        dumps = [s for s in parsed if s.get("kind") == "flight_recorder"]
+        summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
+        dumps, dump_issues = _one_dump_per_rank(dumps)
+        issues = dump_issues + [i for d in dumps for i in d["issues"]]
+        issues += assign_ranks(summaries) if summaries else []
+        issues += check_one_run(summaries, allow_mixed)
+        issues += align_clocks(summaries)
+        issues += missing_ranks(summaries)
+        issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
+        issues += [(shown(p), "info", f"skipped: {why}", 1) for p, why in skipped]
+        gone = {Path(p) for p, _ in skipped}
+        issues += folders_read(paths, [f for f in files if f not in gone], skipped)
+        summaries.sort(key=lambda s: s["rank"])
+        meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
+        from traceparse.store.build import build_store
+
+        build_store(tmp, summaries, issues, meta, dumps)
+        os.replace(tmp, target)
+        if db is None and use_cache:
+            _stamp(target)
+        done = True
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for p in (tmp, Path(str(tmp) + ".wal")):
+            p.unlink(missing_ok=True)
+        if not done and db is None and not use_cache:
+            shutil.rmtree(target.parent, ignore_errors=True)
+    return target, False
+
+
+def _make_parent(target: Path):
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise TraceError(target, "its folder is a file") from None
+
+
+def _stamp_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".stamp")
+
+
+def _stamp_text(entry: Path) -> str:
+    st = entry.stat()
+    return f"{st.st_size} {st.st_mtime_ns}\n"
+
+
+def _stamp(entry: Path):
+    """Record the size and time of a cache entry as written: a later change (cut off, overwritten
+    in part) makes it differ, and the entry is built again instead of failing mid-report."""
+    _stamp_path(entry).write_text(_stamp_text(entry))
+
+
+def _cache_entry_intact(entry: Path) -> bool:
+    """A regular file, with no journal beside it (traceparse closes its stores clean), as stamped."""
+    try:
+        return (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()
+                and _stamp_path(entry).read_text() == _stamp_text(entry))
+    except OSError:
+        return False
+
+
+def _clear_cache_entry(entry: Path):
+    """What would stop a cache entry from being replaced or read: a folder in its place, a stale journal.
+    A file in its place is left to be replaced atomically (a concurrent reader keeps a whole store)."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    Path(str(entry) + ".wal").unlink(missing_ok=True)
+
+
+@contextmanager
+def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, **engine):
+    """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
+    with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``, ``engine``, ``address``,
+    ``stage_root``: as for load_run."""
+    path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress, **engine)
+    temporary = db is None and not use_cache
+    try:
+        from traceparse.store.build import connect_with_limits
+
+        con = connect_with_limits(path, read_only=True)  # load_run made it or checked its key: no second check
+        try:
+            yield con
+        finally:
+            con.close()
+    finally:
+        if temporary:
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def connect(path):
+    """Read-only connection to an existing store (its SQL macros are stored in it)."""
+    from traceparse.store.build import connect_with_limits
+
+    if not Path(path).is_file() or _stored_key(Path(path)) is None:
+        raise TraceError(path, "not a traceparse store (no such file, or not made by traceparse)")
+    return connect_with_limits(path, read_only=True)
+
+
+def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
+    """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``.
+    A file of ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
+    jobs = [(f, stage / f"f{i}", f in in_folders) for i, f in enumerate(files)]
+    report = _progress_report(files, progress)
+    if engine == "ray":
+        from traceparse.load.ray_engine import parse_on_ray
+
+        return parse_on_ray(jobs, address, report)
+    n = workers or min(len(jobs), os.cpu_count() or 1)
+    if n <= 1 or len(jobs) == 1:
+        results = []
+        for i, job in enumerate(jobs):
+            results.append(_parse_one(job))
+            report(i)
+        return results
+    # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["traceparse.ingest.rank"])
+    _note_multiprocessing_tempdir()
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with, initargs=(os.getpid(),))
+    try:
+        # Ctrl-C is held while the workers start: one interrupted half-way through its start would
+        # print a traceback of its own once this process is gone
+        with _main_not_rerun(), _sigint_held():
+            futures = {pool.submit(_parse_one, job): i for i, job in enumerate(jobs)}
+        for done in as_completed(futures):
+            if done.exception() is not None:
+                break  # raised below, as the first failed file in order
+            report(futures[done])
+        return [f.result() for f in futures]  # in the order of files, whatever order they finished in
+    except BaseException:
+        _stop(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _forget_parents_forkserver():
+    """In a child forked from a process that had started the forkserver: start one of its own when it loads.
+    The child inherits the parent's forkserver pid, which is not its child, and its first pool failed with
+    ChildProcessError (traceparse.analyze() called in ProcessPoolExecutor workers)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if server is not None and getattr(server, "_forkserver_pid", None) is not None:
+        if server._forkserver_alive_fd is not None:
+            os.close(server._forkserver_alive_fd)  # the parent's server ends with the parent, not with this child
+        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+
+
+os.register_at_fork(after_in_child=_forget_parents_forkserver)
+
+
+def _progress_report(files, progress):
+    """``report(i)``: file ``i`` is parsed; calls ``progress`` with the counts so far (a first call, with
+    nothing done, is made here). Without ``progress``, it does nothing."""
+    if progress is None:
+        return lambda _i: None
+    sizes = [f.stat().st_size for f in files]
+    done = []
+    progress(0, len(files), 0, sum(sizes))
+
+    def report(i):
+        done.append(sizes[i])
+        progress(len(done), len(files), sum(done), sum(sizes))
+
+    return report
+
+
+@contextmanager
+def _sigint_held():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _stop(pool: ProcessPoolExecutor):
+    """On an interrupt or error: drop queued files and end the workers now, not after their files."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+    for proc in workers:
+        proc.join(5)
+
+
+def _note_multiprocessing_tempdir():
+    """multiprocessing keeps the forkserver's socket in a pymp-* folder it removes at a normal exit;
+    a marker names it so that, after a kill, the next load removes it (remove_stale_leftovers)."""
+    from multiprocessing import util
+
+    marker = Path(tempfile.gettempdir()) / f"traceparse-{os.getpid()}-multiprocessing"
+    if not marker.exists():
+        marker.write_text(util.get_temp_dir())
+        atexit.register(marker.unlink, missing_ok=True)
+
+
+def _die_with(parent: int):
+    """In a pool worker: exit as soon as the loading process is gone (killed, crashed), so no worker
+    outlives it (the forkserver, their parent, exits when the loading process closes its pipe).
+    Ctrl-C in a terminal reaches the whole process group: the loading process handles it, workers ignore it."""
+    import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch():
+        while _alive(parent):
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs. A zombie (killed, not yet waited for by its parent) does not: a parent
+    that reads the load's stderr until it closes waits for the workers, which hold it open."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: what kill says
+    return state != b"Z"
+
+
+_TEMP_IDS = itertools.count()
+
+
+def temp_beside(path: Path) -> Path:
+    """A name beside ``path`` for a file written then renamed over it, used by no other process or thread:
+    ``.<name>.<pid>-<n>.tmp``. What a killed process left under such a name in the cache is removed by
+    ``remove_stale_leftovers``."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMP_IDS)}.tmp")
+
+
+# in the cache: temp_beside's names (with DuckDB's journal .wal and spill folder .tmp of a store being built);
+# in the cache and the temporary folder: staging and temporary folders (traceparse-[stage-]<pid>-*)
+STALE_IN_CACHE = re.compile(r"^\.[^/]*\.(\d+)(?:-\d+)?\.tmp(?:\.wal|\.tmp)?$")
+STALE = re.compile(r"^traceparse-(?:stage-)?(\d+)-[^/]*$")
+
+
+def remove_stale_leftovers():
+    """Remove what loads killed before they could clean up left behind: half-written files in the cache
+    (``temp_beside``: stores, their journal and spill folder, kept documents) and staging or temporary
+    folders (traceparse-[stage-]<pid>-*), of processes that no longer exist. /tmp is looked in as well: the
+    local Ray instance's folder goes there when the temporary folder's path is too long (ray_engine)."""
+    temps = dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp")])
+    for folder, patterns in [(cache_dir(), (STALE_IN_CACHE, STALE)), *((t, (STALE,)) for t in temps)]:
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            m = next(filter(None, (pattern.match(p.name) for pattern in patterns)), None)
+            pid = m and int(m[1])
+            if pid and pid != os.getpid() and not _alive(pid):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                    continue
+                if p.name.endswith("-multiprocessing"):
+                    mp_dir = Path(p.read_text(errors="replace").strip())
+                    if mp_dir.name.startswith("pymp-"):
+                        shutil.rmtree(mp_dir, ignore_errors=True)
+                p.unlink(missing_ok=True)
+
+
+@contextmanager
+def _main_not_rerun():
+    """Start workers that do not run the caller's main script again.
+
+    A forkserver (or spawn) worker is sent multiprocessing.spawn.get_preparation_data(), which names
+    the caller's main module (``__main__.__spec__.name``) or file (``__main__.__file__``), and runs it
+    again as ``__mp_main__`` before taking work: a script without an ``if __name__ == "__main__":``
+    guard re-entered the load in every worker and broke the pool (BrokenProcessPool). The workers only
+    run traceparse's own functions, so while the pool starts them (all in ``pool.map``) the main
+    module names neither; both are restored afterwards.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__dict__["__spec__"] = None
+        main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+def _parse_one(job):
+    from traceparse.ingest.flight_recorder import is_dump, read_dump
+    from traceparse.ingest.rank import parse_rank_file
+    from traceparse.load.inputs import DUMPS, not_a_trace
+
+    path, out, sniff = job
+    try:
+        if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
+            return {"kind": "flight_recorder", **read_dump(path)}
+        if (not sniff or path.suffix in DUMPS) and _pickled(path):  # named a dump, or a pickle in a folder
+            try:
+                return {"kind": "flight_recorder", **read_dump(path)}
+            except TraceError as e:
+                if not sniff:
+                    raise
+                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
+        if sniff and (why := not_a_trace(path)):
+            return {"kind": "skipped", "file": path, "why": why}
+        return parse_rank_file(path, out)
+    except TraceError:
+        raise
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def _pickled(path) -> bool:
+    from traceparse.ingest.flight_recorder import PICKLE
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == PICKLE
+    except OSError:
+        return False
+
+
+def _one_dump_per_rank(dumps) -> tuple[list[dict], list[tuple]]:
+    """One dump per rank. Several dumps of one rank are snapshots of its one ring buffer (a pickle and a JSON
+    written together; the plugin's dump and NCCL's own one, taken at different times) when every record id they
+    share holds the same call: the one with the newest record is read (of equals, the pickle, which keeps the
+    stack frames), with the in-flight record of another taken at the same point, and the others are said to be
+    skipped. Dumps of one rank that contradict each other (a shared record id holding different calls, or no record
+    in common) are refused: they cannot both be that rank's."""
+    by_rank = {}
+    for d in dumps:
+        by_rank.setdefault(d["rank"], []).append(d)
+    kept, issues = [], []
+    for rank, ds in sorted(by_rank.items()):
+        ds.sort(key=lambda d: (-_newest(d), d["format"] != "pickle", -sum(e["retired"] for e in d["entries"]),
+                               d.get("inflight") is None, d["file"]))
+        first = ds[0]
+        for other in ds[1:]:
+            why = _contradiction(first, other)
+            if why:
+                raise TraceError(other["file"], f"a second Flight Recorder dump of rank {rank} that is not the same "
+                                                f"rank's buffer as {first['file']}: {why}")
+            if first.get("inflight") is None and other.get("inflight") and _newest(other) == _newest(first):
+                first = {**first, "inflight": other["inflight"], "issues": first["issues"] + other["issues"]}
+            same = _newest(other) == _newest(first) and {first["format"], other["format"]} == {"pickle", "json"}
+            issues.append((other["file"], "info", f"skipped: the pickle dump of rank {rank} is loaded instead" if same
+                           else f"skipped: another dump of rank {rank}, {first['file']}, holds the same buffer up to "
+                                "a later record and is loaded instead", 1))
+        kept.append(first)
+    return kept, issues
+
+
+def _newest(d) -> int:
+    return max((e["record_id"] for e in d["entries"]), default=-1)
+
+
+def _contradiction(a, b) -> str | None:
+    """Why two dumps of one rank cannot be snapshots of its one buffer, or None."""
+    def call(e):
+        return e["pg_name"], e["seq"], e["p2p_seq"], e["op"], e["input_sizes"]
+
+    ea, eb = ({e["record_id"]: e for e in d["entries"]} for d in (a, b))
+    shared = ea.keys() & eb.keys()
+    if ea and eb and not shared:
+        return "no record in common (another job's, or another rank's under this rank's name)"
+    for rid in sorted(shared):
+        if call(ea[rid]) != call(eb[rid]):
+            return (f"record {rid} is {ea[rid]['op']} #{ea[rid]['seq']} on group {ea[rid]['pg_name']!r} in one and "
+                    f"{eb[rid]['op']} #{eb[rid]['seq']} on group {eb[rid]['pg_name']!r} in the other")
+    return None
+
+
+def _stored_key(db: Path):
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error:
+        return None
+    return row[0] if row else None
