@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_repeat_runs import load_paths
 
-from traceparse.layout.infer import KEYS
+from traceparse.axes import LAYOUT_KEYS as KEYS
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 NAMES = sorted(p.name for p in RUNS.glob("*") if (p / "truth.json").exists()) if RUNS.exists() else []
