@@ -19,7 +19,7 @@ def run_checks(con, layout: dict, stated: dict, sources: dict | None = None) -> 
     from traceparse.thresholds import check_thresholds
 
     limits = check_thresholds()
-    return {m.SPEC.id: m.run(Context(con, layout, stated, limits.get(m.SPEC.id, {}), sources or {}))
+    return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}))
             for m in analyzers()}
 
 

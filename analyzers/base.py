@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from traceparse.status import at_least, worst  # noqa: F401 (the checks and the cli import them from here)
 from traceparse.store.query import sql_file
 
 
@@ -47,16 +48,3 @@ def grade(value, warn, fail, higher_is_worse=True) -> str:
     if higher_is_worse:
         return "fail" if value >= fail else "warn" if value >= warn else "ok"
     return "fail" if value <= fail else "warn" if value <= warn else "ok"
-
-
-SEVERITY = {"ok": 0, "warn": 1, "fail": 2}
-
-
-def worst(statuses) -> str:
-    graded = [s for s in statuses if s in SEVERITY]
-    return max(graded, key=SEVERITY.get) if graded else "ok"
-
-
-def at_least(status: str, level: str) -> bool:
-    """Is ``status`` (ok/warn/fail/not_applicable) as bad as ``level`` (warn/fail)?"""
-    return SEVERITY.get(status, -1) >= SEVERITY[level]

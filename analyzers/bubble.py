@@ -9,14 +9,14 @@ autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
 """
 
 import bisect
-import re
 import statistics
 from collections import defaultdict
-from fractions import Fraction
 
 from traceparse.vocabulary import compute
+from traceparse.vocabulary.placement import placement
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
-from traceparse.thresholds import check_thresholds
+from traceparse.models.pipeline import (FORMULAS, RAMP_FLOOR, ZERO_BUBBLE, expected_bubble, ramp_floor,  # noqa: F401
+                                        replay, simulate, textbook_orders)
 
 SPEC = Spec(
     id="bubble",
@@ -38,7 +38,8 @@ SPEC = Spec(
         "(N_PP - 1)/(3 v m + N_PP - 1), the least any order idles with F = I = W. excess = measured - expected. "
         "bottleneck_stage = "
         "the stage with the most compute floor per step (mean over its ranks), named when it computes at least "
-        "[imbalance] warn_max_over_mean times the stages' mean: the same stage as imbalance.heavy_stage."
+        "[stages] heavy_over_mean times the stages' mean: the same stage, by the same threshold, as "
+        "imbalance.heavy_stage."
     ),
     numerator="time in the step without compute on the stage's main thread (or GPU)",
     denominator="step time (ProfilerStep#N of that rank)",
@@ -70,119 +71,7 @@ SPEC = Spec(
     ),
 )
 
-FORMULAS = {
-    "gpipe": "(N_PP - 1) / (m + N_PP - 1)",
-    "1f1b": "(N_PP - 1) / (m + N_PP - 1)",
-    "interleaved_1f1b": "(N_PP - 1) / (v m + N_PP - 1)",
-    "interleaved_zero_bubble": "0 (zero bubble: ~0 in the ideal)",
-    "zbv_zero_bubble": "0 (zero bubble: ~0 in the ideal)",
-    "dualpipe_v": "none in docs/parallelism.md 3.2: the replay (simulated)",
-}
-ZERO_BUBBLE = ("interleaved_zero_bubble", "zbv_zero_bubble", "dualpipe_v")
-RAMP_FLOOR = "(N_PP - 1) / (3 v m + N_PP - 1)"
-MARK = re.compile(r"PP:(\d+)([FBIW])(\d+)|(Forward|Backward) (\d+)|PP:\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B")
 SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
-
-
-def expected_bubble(schedule, n, m, v=1, replay=None):
-    """The notes' bubble fraction of the step (docs/parallelism.md 3.2), or None when a term is unknown.
-
-    Zero-bubble schedules (interleaved zero bubble, ZB-V): 0, the notes' "~0 in the ideal"; DualPipeV, which the
-    notes do not name: ``replay`` (the simulated bubble of the reconstructed order).
-    """
-    if schedule not in FORMULAS or not n or not m:
-        return None
-    if schedule == "dualpipe_v":
-        return replay
-    if schedule in ZERO_BUBBLE:
-        return 0.0
-    vm = (v or 1) * m if schedule == "interleaved_1f1b" else m
-    return (n - 1) / (vm + n - 1)
-
-
-def ramp_floor(n, m, v=1, backward=2):
-    """The least idle share any order of v m micro-batch chunks per rank can reach (F = 1, I = W = backward/2).
-
-    The rank holding stage N_PP - 1 (looped or V-shaped) gets its first input after N_PP - 1 forwards and then
-    has v m (F + B) of work; every rank has that much, so the makespan is at least (N_PP - 1) F + v m (F + B).
-    """
-    return Fraction(n - 1) / (Fraction(n - 1) + (v or 1) * m * (1 + Fraction(backward)))
-
-
-def textbook_orders(schedule, n, m, v=1) -> dict | None:
-    """{rank: [(kind, stage, mb), ...]} of a schedule's textbook order on N_PP = ``n`` ranks with ``m`` micro-batches;
-    None for another schedule (or interleaving whose m is not a multiple of N_PP).
-
-    GPipe: every forward, then every backward. 1F1B: N_PP - 1 - s forwards, then one forward and one backward in
-    turn, then the remaining backwards. Interleaved 1F1B (Megatron's order, ``v`` chunks, rank s holding stages
-    s, s + N_PP, ...): forwards go through the chunks N_PP micro-batches at a time, backwards through the chunks
-    in reverse; (v - 1) N_PP + 2 (N_PP - 1 - s) warm-up forwards, then one forward and one backward in turn.
-    """
-    out = {}
-    for s in range(n):
-        if schedule == "gpipe":
-            out[s] = [("F", s, i) for i in range(m)] + [("B", s, i) for i in range(m)]
-        elif schedule == "1f1b":
-            warm = min(n - 1 - s, m)
-            out[s] = ([("F", s, i) for i in range(warm)] + [a for i in range(m - warm)
-                                                            for a in (("F", s, warm + i), ("B", s, i))]
-                      + [("B", s, i) for i in range(m - warm, m)])
-        elif schedule == "interleaved_1f1b" and m % n == 0:
-            chunk = [((k // n) % v, (k // (n * v)) * n + k % n) for k in range(v * m)]  # (chunk, mb) of the k-th
-            fw = [("F", c * n + s, i) for c, i in chunk]
-            bw = [("B", (v - 1 - c) * n + s, i) for c, i in chunk]
-            warm = min((v - 1) * n + 2 * (n - 1 - s), v * m)
-            out[s] = fw[:warm] + [a for k in range(v * m - warm) for a in (fw[warm + k], bw[k])] + bw[v * m - warm:]
-        else:
-            return None
-    return out
-
-
-def simulate(orders, backward=1.0):
-    """Replay {rank: [(kind, stage, mb), ...]} with F = 1, B = ``backward`` and I = W = ``backward`` / 2 time units.
-    Returns {rank: idle / makespan} as exact fractions, or None when the orders cannot complete (``replay``)."""
-    b = Fraction(backward)
-    unit = {"F": Fraction(1), "B": b, "I": b / 2, "W": b / 2}
-    got = replay(orders, lambda kind, _: unit[kind])
-    if got is None:
-        return None
-    span, busy = got
-    return {r: 1 - busy[r] / span for r in orders}
-
-
-def replay(orders, cost):
-    """Replay {rank: [(kind, stage, mb), ...]}, each action taking ``cost(kind, stage)``: (makespan, {rank: busy}),
-    or None when the orders cannot complete (missing or cyclic work).
-
-    Kinds: F forward, B full backward, I input-grad and W weight-grad halves of a split backward (zero-bubble
-    schedules). F(s, i) waits for F(s - 1, i); B(s, i) and I(s, i) for F(s, i) and the input gradient of stage
-    s + 1 (its B or I of micro-batch i); W(s, i) only for stage s's own B or I of micro-batch i. The stage
-    numbers carry the placement (looped or V-shaped), so the replay needs none; each rank runs its list in order.
-    """
-    last = max(s for acts in orders.values() for _, s, _ in acts)
-    done, pos, free = {}, dict.fromkeys(orders, 0), dict.fromkeys(orders, 0)
-    progress = True
-    while progress:
-        progress = False
-        for r, acts in orders.items():
-            while pos[r] < len(acts):
-                k, s, i = acts[pos[r]]
-                if k == "F":
-                    deps = [("F", s - 1, i)] if s > 0 else []
-                elif k == "W":
-                    deps = [("grad", s, i)]
-                else:  # B or I: the input gradient, which stage s - 1 waits for
-                    deps = [("F", s, i)] + ([("grad", s + 1, i)] if s < last else [])
-                if any(d not in done for d in deps):
-                    break
-                done[(k, s, i)] = free[r] = max([free[r]] + [done[d] for d in deps]) + cost(k, s)
-                if k in "BI":
-                    done[("grad", s, i)] = free[r]
-                pos[r] += 1
-                progress = True
-    if any(pos[r] < len(acts) for r, acts in orders.items()):
-        return None
-    return max(free.values()), {r: sum(cost(k, s) for k, s, _ in acts) for r, acts in orders.items()}
 
 
 def _op_time(tops, starts, s, e):
@@ -197,22 +86,14 @@ def _op_time(tops, starts, s, e):
 
 
 def _marks(rows, tops, position):
-    """(actions, their compute) from the schedule annotations: the op time within each annotation (not its length,
-    which holds the waits of its send/recv); a fused pair's parts have no compute of their own."""
+    """(actions, their compute) from the schedule annotations (pipeline_marks rows; a Forward/Backward <mb> names no
+    stage: the rank's ``position``): the op time within each annotation (not its length, which holds the waits of
+    its send/recv); a fused pair's parts have no compute of their own."""
     acts, durs = [], []
     starts = [t["s"] for t in tops]
     for row in rows:
-        g = MARK.fullmatch(row["name"])
-        if g and g[1] is not None:
-            acts.append((g[2], int(g[1]), int(g[3])))
-        elif g and g[4] is not None:
-            acts.append((g[4][0], position, int(g[5])))
-        elif g:  # DualPipeV's fused pair: the forward, then the backward, on this rank
-            acts += [("F", int(g[6]), int(g[7])), ("B", int(g[8]), int(g[9]))]
-            durs += [None, None]
-            continue
-        if g:
-            durs.append(_op_time(tops, starts, row["s"], row["e"]))
+        acts.append((row["action"], position if row["stage"] is None else row["stage"], row["microbatch"]))
+        durs.append(None if row["fused"] else _op_time(tops, starts, row["s"], row["e"]))
     return acts, durs
 
 
@@ -255,8 +136,7 @@ def _kind(orders, v):
     kinds = {a[0] for acts in orders.values() for a in acts}
     if kinds & {"I", "W"}:  # split backward: a zero-bubble schedule; its placement names which
         stages = [{a[1] for a in acts} for acts in orders.values()]
-        n_stages = max(max(s) for s in stages) + 1
-        if n_stages == 2 * len(stages) and all(len(s) == 2 and min(s) + max(s) == n_stages - 1 for s in stages):
+        if placement(stages, len(stages)) == "v":
             return "dualpipe_v" if "B" in kinds else "zbv_zero_bubble"  # V-shaped: rank p holds p, 2 N_PP - 1 - p
         return "interleaved_zero_bubble"
     if v > 1:
@@ -266,8 +146,9 @@ def _kind(orders, v):
     return "gpipe" if gpipe else "1f1b"
 
 
-def _reconstruct(by_rank_step, groups, steps):
-    """{(group, step): {rank: actions}}, the source, (schedule, m, v) when every group agrees, and
+def _reconstruct(by_rank_step, groups, steps, stage_in):
+    """{(group, step): {rank: actions}} (``stage_in``: {(group, rank): stage}), the source, (schedule, m, v) when
+    every group agrees, and
     {(stage, kind): [durations in ns]} of the actions."""
     out, sources, shapes, durations = {}, set(), set(), defaultdict(list)
     for group in groups:
@@ -275,12 +156,12 @@ def _reconstruct(by_rank_step, groups, steps):
             orders = {}
             for rank in group:
                 rows = by_rank_step.get((rank, step), {})
-                acts, durs = _marks(rows.get("mark", []), rows.get("top", []), group.index(rank))
+                acts, durs = _marks(rows.get("mark", []), rows.get("top", []), stage_in[(group, rank)])
                 if acts:
                     sources.add("PP:<stage><action><mb> annotations" if rows["mark"][0]["name"].startswith("PP:")
                                 else "Forward i / Backward i annotations")
                 else:
-                    acts, durs = _blocks(rows.get("top", []), rows.get("opt", []), group.index(rank))
+                    acts, durs = _blocks(rows.get("top", []), rows.get("opt", []), stage_in[(group, rank)])
                     sources.add("compute blocks between pp send/recv")
                 orders[rank] = acts
                 for (k, st, _), d in zip(acts, durs, strict=True):
@@ -306,13 +187,12 @@ def run(ctx):
     pp = ctx.layout.get("pp") or ctx.stated.get("pp")
     if not pp or pp == 1:
         return not_applicable("pp = 1: no pipeline parallelism in the layout")
-    grp_rows = ctx.rows("SELECT DISTINCT rank, group_ranks FROM comm_ops WHERE strategy = 'pp'")
-    if not grp_rows:
+    stage_rows = compute.pipeline_stages(ctx)  # every member of each pp group (groups unknown: the pp ranks)
+    if not stage_rows:
         return not_applicable("no pp-tagged communication (send/recv between pipeline stages)")
-    groups = sorted({tuple(r["group_ranks"]) for r in grp_rows if r["group_ranks"]})
-    if not groups:  # groups unknown: the ranks that talk pp, in rank order
-        groups = [tuple(sorted({r["rank"] for r in grp_rows}))]
-    stage_of = {rank: g.index(rank) for g in groups for rank in g}
+    stage_in = {(tuple(r["group_ranks"]), r["rank"]): r["stage"] for r in stage_rows}
+    groups = sorted({g for g, _ in stage_in})
+    stage_of = {rank: stage_in[(g, rank)] for g in groups for rank in g}
 
     windows = compute.per_window(ctx)
     by = defaultdict(lambda: defaultdict(list))
@@ -338,11 +218,10 @@ def run(ctx):
                               "compute_ns": round(statistics.fmean(p["compute_ns"] for p in mine)),
                               "step_ns": round(statistics.fmean(p["step_ns"] for p in mine))})
     floor = compute.floor_per_rank(ctx, compute.mean_per_rank(windows))
-    stands_out = check_thresholds()["imbalance"]["warn_max_over_mean"]
-    bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, stands_out)
+    bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, ctx.heavy_over_mean)
 
     # reconstructed schedule and its ideal replay
-    orders, source, shape, durations = _reconstruct(by, groups, steps)
+    orders, source, shape, durations = _reconstruct(by, groups, steps, stage_in)
     sims = {b: [simulate(o, b) if o and all(o.values()) else None for o in orders.values()] for b in (1, 2)}
     simulated = {b: float(sum(sum(s.values()) / len(s) for s in sims[b]) / len(sims[b])) if all(sims[b]) else None
                  for b in sims}
@@ -366,7 +245,7 @@ def run(ctx):
     floor = float(ramp_floor(pp, m, v)) if schedule in ZERO_BUBBLE and m else None
     excess = measured - expected if expected is not None else None
 
-    status = grade(excess, ctx.limits.get("warn_excess", 0.10), ctx.limits.get("fail_excess", 0.25))
+    status = grade(excess, ctx.limits["warn_excess"], ctx.limits["fail_excess"])
     findings = []
     if excess is not None and status != "ok":
         why = (f"stage {bottleneck} has {spread:.2f}x the stages' mean compute floor (the same ops at their "
@@ -446,7 +325,7 @@ def run(ctx):
                 "per_stage": "per rank: its stage (position in its pp group), measured bubble, compute and step "
                              "time (mean over steps, ns)",
                 "bottleneck_stage": "the stage with the most compute floor per step (mean over its ranks), named "
-                                    "when it is at least [imbalance] warn_max_over_mean times the stages' mean; "
+                                    "when it is at least [stages] heavy_over_mean times the stages' mean; "
                                     "imbalance.heavy_stage is the same stage",
             },
         },

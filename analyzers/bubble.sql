@@ -3,8 +3,8 @@
 --   grp 'top'  : top-level CPU ops of the main thread, nested ops merged into their outermost one;
 --                name = the outermost op; comm = it is a communication call (is_comm_call);
 --                pp = a pp-tagged operation's call (comm_intervals) starts inside it
---   grp 'mark' : schedule annotations on the main thread: PP:<stage><F|B|I|W><mb>, DualPipeV's fused
---                PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B, Forward <mb>, Backward <mb>
+--   grp 'mark' : the main thread's schedule annotations (the vocabulary's pipeline_marks, parsed there):
+--                the F, B, I, W actions and fused pairs, with stage, action, microbatch, fused, part
 --   grp 'opt'  : Optimizer.* annotations on the main thread (not part of the pipeline schedule)
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
@@ -14,13 +14,10 @@ WITH clipped AS (
     FROM events e
     JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
     JOIN step_windows w ON w.rank = e.rank AND e.ts_ns < w.end_ns AND e.ts_ns + e.dur_ns > w.start_ns
-    WHERE e.cat IN ('cpu_op', 'user_annotation') AND e.dur_ns > 0 AND w.step IS NOT NULL
+    WHERE (e.cat = 'cpu_op' OR (e.cat = 'user_annotation' AND starts_with(e.name, 'Optimizer.')))
+      AND e.dur_ns > 0 AND w.step IS NOT NULL
 )
-SELECT {'rank': rank, 'step': step} AS k, rank, step,
-       CASE WHEN cat = 'cpu_op' THEN 'top'
-            WHEN regexp_full_match(name, 'PP:\d+[FBIW]\d+') OR regexp_full_match(name, '(Forward|Backward) \d+')
-              OR regexp_full_match(name, 'PP:\(\d+F\d+;\d+B\d+\)OVERLAP_F_B') THEN 'mark'
-            WHEN starts_with(name, 'Optimizer.') THEN 'opt' END AS grp,
+SELECT {'rank': rank, 'step': step} AS k, rank, step, CASE WHEN cat = 'cpu_op' THEN 'top' ELSE 'opt' END AS grp,
        name, s, e, cat = 'cpu_op' AND is_comm_call(name) AS comm
 FROM clipped;
 
@@ -32,8 +29,15 @@ WITH top AS (
 )
 SELECT t.rank, t.step, 'top' AS grp, t.s, t.e, t.name, t.comm,
        EXISTS (SELECT 1 FROM comm_intervals c WHERE c.rank = t.rank AND c.part = 'call' AND c.strategy = 'pp'
-               AND c.start_ns >= t.s AND c.start_ns < t.e) AS pp
+               AND c.start_ns >= t.s AND c.start_ns < t.e) AS pp,
+       NULL::INTEGER AS stage, NULL::VARCHAR AS action, NULL::INTEGER AS microbatch, false AS fused, 1 AS part
 FROM top t
 UNION ALL
-SELECT rank, step, grp, s, e, name, false, false FROM bubble_intervals WHERE grp IN ('mark', 'opt')
-ORDER BY rank, step, s, e DESC
+SELECT rank, step, grp, s, e, name, false, false, NULL, NULL, NULL, false, 1 FROM bubble_intervals WHERE grp = 'opt'
+UNION ALL
+SELECT p.rank, w.step, 'mark', greatest(p.ts_ns, w.start_ns), least(p.ts_ns + p.dur_ns, w.end_ns), p.name, false,
+       false, p.stage, p.action, p.microbatch, p.fused, p.part
+FROM pipeline_marks p
+JOIN step_windows w ON w.rank = p.rank AND p.ts_ns < w.end_ns AND p.ts_ns + p.dur_ns > w.start_ns
+WHERE p.main_thread AND p.dur_ns > 0 AND w.step IS NOT NULL AND (p.fused OR p.action IN ('F', 'B', 'I', 'W'))
+ORDER BY rank, step, s, e DESC, part

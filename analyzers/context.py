@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from traceparse.store.query import rows
+from traceparse.thresholds import check_thresholds
 
 
 @dataclass
@@ -16,6 +17,12 @@ class Context:
     def given(self, key) -> str:
         """Where the given value of ``key`` came from: 'stated' or 'metadata'."""
         return self.sources.get(key, "stated")
+
+    @property
+    def heavy_over_mean(self) -> float:
+        """[stages] heavy_over_mean of rules/thresholds.toml: how many times the stages' mean compute floor a
+        pipeline stage needs to be named heavy (bubble.bottleneck_stage, imbalance.heavy_stage: one threshold)."""
+        return check_thresholds()["stages"]["heavy_over_mean"]
 
     def rows(self, sql, params=None) -> list[dict]:
         return rows(self.con, sql, params)

@@ -12,7 +12,7 @@ import statistics
 from collections import defaultdict
 
 from traceparse import stats
-from traceparse.render.text import ms
+from traceparse.units import ms
 
 from traceparse.vocabulary import compute
 from traceparse.analyzers.base import Result, Spec, grade, worst
@@ -62,8 +62,8 @@ SPEC = Spec(
         "max/mean, the EP hot share, and warn for a named straggler. "
         "PP: stage = position in the pp group, compute per micro-batch = compute per "
         "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
-        "warn_max_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage). CP: compute per cp rank; heavy_rank = the"
-        " cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
+        "[stages] heavy_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage, by the same "
+        "threshold). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
     ),
@@ -249,8 +249,8 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) 
             latest[r] += statistics.fmean(v) == top
     tests = stats.rank_outliers(late)
     step_ns = statistics.fmean(v for v in steps.values() if v) if any(steps.values()) else None
-    min_share = limits.get("warn_straggler_share", 0.05)
-    stands_out = limits.get("warn_max_over_mean", 1.10)
+    min_share = limits["warn_straggler_share"]
+    stands_out = limits["warn_max_over_mean"]
     wait = {q: statistics.fmean(w) for q, w in waits.items()}
 
     def evidence(r):
@@ -327,7 +327,7 @@ def _pipeline(ctx, busy, floor):
             "compute_per_microbatch_ns": per_mb(busy.get(rank)),
             "compute_floor_per_microbatch_ns": per_mb(floor.get(rank))}
            for rank, stage in sorted(stage_of.items(), key=lambda kv: (kv[1], kv[0]))]
-    heavy, ratio, _ = compute.heavy_stage(stage_of, floor, ctx.limits.get("warn_max_over_mean", 1.10))
+    heavy, ratio, _ = compute.heavy_stage(stage_of, floor, ctx.heavy_over_mean)
     rank = max((r for r, s in stage_of.items() if s == heavy), key=lambda r: floor[r], default=None)
     return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio}, rank
 
@@ -402,13 +402,13 @@ def _status(limits, n) -> str:
     """Step time when its spread is more than the step-to-step noise, the compute floor (busy time where there
     is none) against max/mean; EP hot share vs fair; a named straggler warns (its stall stretches every rank's
     step alike, so step time may not show it)."""
-    warn, fail = limits.get("warn_max_over_mean", 1.10), limits.get("fail_max_over_mean", 1.30)
+    warn, fail = limits["warn_max_over_mean"], limits["fail_max_over_mean"]
     compute = n["compute_floor"]["max_over_mean"] or n["compute"]["max_over_mean"]
     step = n["step_time_test"]
     return worst([
         grade(n["step_time"]["max_over_mean"], warn, fail) if step and step["p"] <= stats.ALPHA else "ok",
         grade(compute, warn, fail),
-        grade(n["hot_over_fair"], limits.get("warn_hot_over_fair", 1.5), limits.get("fail_hot_over_fair", 2.5)),
+        grade(n["hot_over_fair"], limits["warn_hot_over_fair"], limits["fail_hot_over_fair"]),
         "ok" if n["straggler_rank"] is None else "warn",
     ])
 
@@ -439,7 +439,7 @@ def _straggler_finding(n) -> str | None:
 
 
 def _findings(n, limits) -> list:
-    stands_out, hot_warn = limits.get("warn_max_over_mean", 1.10), limits.get("warn_hot_over_fair", 1.5)
+    stands_out, hot_warn = limits["warn_max_over_mean"], limits["warn_hot_over_fair"]
     out = [f for f in [_straggler_finding(n)] if f]
     busy, floor = n["compute"]["max_over_mean"], n["compute_floor"]["max_over_mean"]
     if floor is not None and floor >= stands_out:

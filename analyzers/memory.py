@@ -2,6 +2,7 @@
 
 from traceparse.layout import model_facts as mf
 from traceparse.analyzers.base import Result, Spec, not_applicable
+from traceparse.models.memory import ZERO_FORMULAS, zero_memory
 
 SPEC = Spec(
     id="memory",
@@ -31,7 +32,7 @@ SPEC = Spec(
         "N_DP = stated dp, else the size of the dp gradient groups (EP folded into DP counts), else the layout's dp. "
         "The (n_opt+1) counts an fp32 master copy; with fp32 parameters (delta = 4) there is none, so the model "
         "over-counts by delta_opt Phi (/ N_DP from ZeRO-1). Activations, buffers and allocator fragmentation are not "
-        "modelled: the measured peak includes them, so [memory] warn_over_model (default 3) allows for them. "
+        "modelled: the measured peak includes them, so [memory] warn_over_model (3) allows for them. "
         "Without a measured peak (no memory events) or without the optimizer state the check compares nothing: "
         "not_applicable with the reason, the model's bytes still reported (unknown ones null)."),
 )
@@ -53,14 +54,12 @@ def run(ctx):
     k, z = opt["n_opt"]["value"], stage["value"]
     parts = zero_memory(phi["value"], d["value"], k, n_dp["value"], z)
     params, grads, state, total = (parts[p] for p in ("parameters", "gradients", "optimizer_state", "total"))
-    formula = {0: "(2 delta + (n_opt+1) delta_opt) Phi", 1: "(2 delta + (n_opt+1) delta_opt / N_DP) Phi",
-               2: "(delta + delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi",
-               3: "(2 delta / N_DP + (n_opt+1) delta_opt / N_DP) Phi"}[z] + f" [ZeRO-{z}, docs/parallelism.md 3.1]"
+    formula = ZERO_FORMULAS[z] + f" [ZeRO-{z}, docs/parallelism.md 3.1]"
     peaks = _peaks(ctx)
     peak = max((p["peak_bytes"] for p in peaks), default=None)
     ratio = peak / total if peak is not None and total else None
     findings, status = [], "ok"
-    if ratio is not None and ratio > ctx.limits.get("warn_over_model", 3.0):
+    if ratio is not None and ratio > ctx.limits["warn_over_model"]:
         status = "warn"
         findings.append(f"Measured peak {peak / 2**30:.2f} GiB is {ratio:.1f}x the modelled {total / 2**30:.2f} GiB of "
                         "parameters, gradients and optimizer state: activations (large b x S, no checkpointing), "
@@ -81,16 +80,6 @@ def run(ctx):
         return Result(status="not_applicable", numbers=numbers, findings=findings, tables=tables,
                       reason="; ".join(why) or "the modelled total is 0 bytes")
     return Result(status=status, numbers=numbers, findings=findings, tables=tables)
-
-
-def zero_memory(phi, delta, n_opt, n_dp, stage) -> dict:
-    """Bytes per device of parameters, gradients and optimizer state (delta_opt = 4) by the ZeRO table
-    (docs/parallelism.md 3.1); optimizer_state and total are None when n_opt is."""
-    params = delta * phi / (n_dp if stage == 3 else 1)
-    grads = delta * phi / (n_dp if stage >= 2 else 1)
-    state = None if n_opt is None else (n_opt + 1) * 4 * phi / (n_dp if stage >= 1 else 1)
-    return {"parameters": params, "gradients": grads, "optimizer_state": state,
-            "total": None if state is None else params + grads + state}
 
 
 def _any_delta(ctx):

@@ -8,7 +8,7 @@ GPU number is HTA's get_comm_comp_overlap. Every number selects from the store's
 
 from collections import defaultdict
 
-from traceparse.render.text import ms
+from traceparse.units import ms
 
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql, worst
 
@@ -160,9 +160,9 @@ def run(ctx):
 
 
 def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
-    hidden_ok = set(limits.get("expected_hidden", ()))
-    exposed_ok = set(limits.get("expected_exposed", ()))
-    warn, fail = limits.get("warn_below", 0.5), limits.get("fail_below", 0.2)
+    hidden_ok = set(limits["expected_hidden"])
+    exposed_ok = set(limits["expected_exposed"])
+    warn, fail = limits["warn_below"], limits["fail_below"]
     statuses = []
     exposed = [f"{s} {ms(v['exposed_per_step_ns'])}"
                + (f" ({ms(v['waiting_per_step_ns'])} waiting for the last peer, {ms(v['exposed_transfer_per_step_ns'])}"

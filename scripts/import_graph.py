@@ -18,7 +18,8 @@ PACKAGES = {"traceparse": ROOT / "traceparse", "traceparse.analyzers": ROOT / "a
 LAYERS = (
     ("foundation", ("traceparse.version", "traceparse.errors", "traceparse.axes", "traceparse.stats",
                     "traceparse.thresholds", "traceparse.rule_files", "traceparse.progress", "traceparse.output",
-                    "traceparse.units")),
+                    "traceparse.units", "traceparse.status",
+                    "traceparse.cache_dir")),
     ("ingest", ("traceparse.ingest",)),
     ("models", ("traceparse.models",)),
     ("store", ("traceparse.store",)),

@@ -32,6 +32,30 @@ def public_trace(rel: str) -> Path:
     return p
 
 
+# Runs of fixtures/generate.py (real multi-process jobs), committed with their truth.json
+FIXTURE_RUNS = TESTS.parent / "fixtures" / "runs"
+
+
+def committed_runs(*names: str) -> Path:
+    """``fixtures/runs``, once the committed runs ``names`` (at least one run when none is named) are found there
+    with their truth.json. They are part of the repository: a missing one (moved, deleted, not checked out) is an
+    error of the module that needs them, never a silent skip."""
+    have = {p.name for p in FIXTURE_RUNS.glob("*") if (p / "truth.json").is_file()}
+    missing = [n for n in names if n not in have] if names else ([] if have else ["(any run)"])
+    if missing:
+        raise FileNotFoundError(f"committed fixture runs missing under {FIXTURE_RUNS}: {', '.join(missing)}")
+    return FIXTURE_RUNS
+
+
+# the fixture runs a test parametrized over every run keeps in the fast tier (pytest -m "not slow")
+FAST_RUNS = ("ddp2", "dp2_tp2", "pp4_1f1b_m4", "fsdp2_zero3_dp4")
+
+
+def fast_few(names):
+    """``names`` (fixture runs) as parameters: those of ``FAST_RUNS`` in the fast tier, the others marked slow."""
+    return [n if n in FAST_RUNS else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory, monkeypatch):
     """Cache and temporary files of traceparse go to per-test folders, never to ~/.cache or /tmp."""

@@ -158,6 +158,7 @@ def _text_and_spans(doc):
 
 
 @pytest.mark.parametrize("where", [0.5, 0.0, 0.99], ids=["middle", "start", "end"])
+@pytest.mark.slow
 def test_truncated_trace_keeps_complete_events(tmp_path, where):
     doc = trace(_events(100), rank=0, world_size=1)
     text, spans = _text_and_spans(doc)
@@ -222,6 +223,7 @@ def test_failed_load_does_not_touch_existing_store(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["rank0.json", "rank1.json", "s.duckdb"])
 
 
+@pytest.mark.slow
 def test_truncated_trace_larger_than_one_batch(tmp_path):
     # > 8 MB of events: the cut lands in a later batch than the first
     doc = trace(_events(60000), rank=0)

@@ -58,6 +58,7 @@ def marks(s) -> set:
     return {mark_of(n) for n in nodes(s) if "mark" in n}
 
 
+@pytest.mark.slow
 def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):
     t = truth("pp4_1f1b_m4")
     s = spec(step_split(doc("pp4_1f1b_m4")))
@@ -101,6 +102,7 @@ def test_heat_map_outlines_the_configured_straggler(doc):
     assert "rank 2 outlined: straggler" in s["title"]["subtitle"]
 
 
+@pytest.mark.slow
 def test_heat_map_outlines_the_configured_hot_expert_rank(doc):
     t = truth("ep4")
     s = spec(imbalance_heatmap(doc("ep4")))
@@ -116,6 +118,7 @@ def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
     assert not [r for r in rows_of(s, "rect") if "role" in r]
 
 
+@pytest.mark.slow
 def test_overlap_chart_splits_each_configured_strategy(doc):
     strategies = {c["strategy"] for c in truth("dp2_tp2")["comm"]}
     s = spec(overlap_per_strategy(doc("dp2_tp2")))

@@ -69,6 +69,7 @@ def test_simulation_refuses_an_order_that_cannot_finish():
 
 
 @pytest.mark.parametrize("name", PIPELINES)
+@pytest.mark.slow
 def test_reconstructed_schedule_and_its_ideal_bubble_equal_the_formula(name, check):
     result, truth = check(RUNS / name)
     lay = truth["layout"]
@@ -89,6 +90,7 @@ def test_reconstructed_schedule_and_its_ideal_bubble_equal_the_formula(name, che
                                         ("pp4_1f1b_m4", one_f_one_b_order), ("pp4_1f1b_m8", one_f_one_b_order),
                                         ("pp4_1f1b_heavy_m4", one_f_one_b_order),
                                         ("dp2_pp2_tp2", one_f_one_b_order)])
+@pytest.mark.slow
 def test_reconstructed_order_is_the_textbook_one(name, build, check):
     result, truth = check(RUNS / name)
     n, m = truth["layout"]["pp"], truth["layout"]["microbatches"]
@@ -130,6 +132,7 @@ def _bubble_from_raw(path: Path) -> float:
 
 
 @pytest.mark.parametrize("name", ["pp4_1f1b_m4", "pp4_interleaved_m4"])
+@pytest.mark.slow
 def test_measured_bubble_matches_the_raw_trace(name, check):
     result, _ = check(RUNS / name)
     assert result.numbers["measured"] == pytest.approx(_bubble_from_raw(RUNS / name), abs=1e-6)
@@ -138,6 +141,7 @@ def test_measured_bubble_matches_the_raw_trace(name, check):
     assert all(0 < p["measured"] < 1 and 0 < p["compute_ns"] < p["step_ns"] for p in per)
 
 
+@pytest.mark.slow
 def test_more_microbatches_give_a_smaller_bubble(check):
     for kind in ("gpipe", "1f1b"):
         m4, _ = check(RUNS / f"pp4_{kind}_m4")
@@ -156,6 +160,7 @@ def test_more_microbatches_give_a_smaller_measured_bubble_1f1b(check):
 
 
 @pytest.mark.parametrize("m", [4, 8])
+@pytest.mark.slow
 def test_interleaving_gives_a_smaller_bubble(m, check):
     inter, _ = check(RUNS / f"pp4_interleaved_m{m}")
     plain, _ = check(RUNS / f"pp4_1f1b_m{m}")
@@ -241,6 +246,7 @@ def test_simulating_split_backwards_by_hand():
     ("ScheduleInterleavedZeroBubble", 4, 4), ("ScheduleInterleavedZeroBubble", 4, 8), ("ScheduleInterleavedZeroBubble", 2, 4),
     ("ScheduleZBVZeroBubble", 4, 8), ("ScheduleZBVZeroBubble", 4, 7), ("ScheduleZBVZeroBubble", 3, 6),
     ("ScheduleDualPipeV", 4, 8), ("ScheduleDualPipeV", 4, 12), ("ScheduleDualPipeV", 3, 6)])
+@pytest.mark.slow
 def test_torch_zero_bubble_orders_idle_only_the_ramp(cls_name, n, m):
     orders = torch_order(cls_name, n, m)
     # F = I = W (the cost model the zero-bubble schedules are built for): nothing but the ramp, on every rank
@@ -253,12 +259,14 @@ def test_torch_zero_bubble_orders_idle_only_the_ramp(cls_name, n, m):
         assert at_equal_fb == {ramp(n, m, 2, 1)}
 
 
+@pytest.mark.slow
 def test_zbv_below_2n_minus_1_microbatches_idles_more_than_the_ramp():
     orders = torch_order("ScheduleZBVZeroBubble", 4, 4)  # torch pads ZB-V to 2 N_PP - 1 = 7 micro-batches
     assert set(bubble.simulate(orders, 2).values()) == {Fraction(1, 5)} and Fraction(1, 5) > ramp(4, 4, 2, 2)
 
 
 @pytest.mark.parametrize("name", ZERO_BUBBLE_RUNS)
+@pytest.mark.slow
 def test_zero_bubble_runs_reconstructed_and_replayed(name, check):
     result, truth = check(RUNS / name)
     lay = truth["layout"]
@@ -292,6 +300,7 @@ def test_zero_bubble_runs_reconstructed_and_replayed(name, check):
 
 
 @pytest.mark.parametrize("name", ZERO_BUBBLE_RUNS)
+@pytest.mark.slow
 def test_zero_bubble_runs_reconstruct_torchs_order(name, check):
     result, truth = check(RUNS / name)
     orders = torch_order(ZERO_BUBBLE_RUNS[name], truth["layout"]["pp"], truth["layout"]["microbatches"])
@@ -302,6 +311,7 @@ def test_zero_bubble_runs_reconstruct_torchs_order(name, check):
 
 
 @pytest.mark.parametrize("name", ZERO_BUBBLE_RUNS)
+@pytest.mark.slow
 def test_zero_bubble_measured_bubble_matches_the_raw_trace(name, check):
     result, _ = check(RUNS / name)
     assert result.numbers["measured"] == pytest.approx(_bubble_from_raw(RUNS / name), abs=1e-6)
@@ -309,6 +319,7 @@ def test_zero_bubble_measured_bubble_matches_the_raw_trace(name, check):
 
 @pytest.mark.parametrize("zb,plain", [("pp4_interleaved_zb_m4", "pp4_interleaved_m4"), ("pp4_zbv_m8", "pp4_interleaved_m8"),
                                       ("pp4_dualpipev_m8", "pp4_interleaved_m8")])
+@pytest.mark.slow
 def test_zero_bubble_replays_below_interleaved_1f1b(zb, plain, check):
     # same N_PP, m and v: W fills what interleaved 1F1B leaves idle
     assert check(RUNS / zb)[0].numbers["simulated"] < check(RUNS / plain)[0].numbers["simulated"]

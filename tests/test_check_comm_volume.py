@@ -13,7 +13,7 @@ from pathlib import Path
 import math
 
 import pytest
-from conftest import public_trace, run_check
+from conftest import fast_few, public_trace, run_check
 from test_repeat_runs import windowed
 from traces import step, trace, write, x
 
@@ -98,6 +98,7 @@ def formula(t, strategy):
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_measured_bytes_per_op_equal_truth(name, check):
     t = truth(name)
     got = {(r["strategy"], r["variant"], r["op"]): [r["bytes_in"], r["bytes_out"]] for r in check(name).numbers["per_op"]}
@@ -105,6 +106,7 @@ def test_measured_bytes_per_op_equal_truth(name, check):
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_input_bytes_and_volume_are_two_quantities(name, check):
     """Per strategy, input_bytes (what the ranks pass to the calls, each call once) from truth's comm rows beside the
     volume in the notes' count; a strategy of all-reduces only (DDP's dp) has a volume of twice its input bytes."""
@@ -126,6 +128,7 @@ def buffered(t) -> bool:
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_expected_bytes_equal_the_formula_from_truth(name, check):
     t = truth(name)
     res = check(name, stated_from(t))
@@ -146,7 +149,7 @@ def test_expected_bytes_equal_the_formula_from_truth(name, check):
         assert set(row["source"].values()) == {"stated"}, row["source"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", fast_few(NAMES))
 def test_expected_matches_what_ran_within_the_notes_tolerance(name, check):
     t = truth(name)
     res = check(name, stated_from(t))
@@ -159,6 +162,7 @@ def test_expected_matches_what_ran_within_the_notes_tolerance(name, check):
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_inferred_inputs_equal_the_configuration(name, check):
     t = truth(name)
     m, lay = t["model"], t["layout"]
@@ -231,6 +235,7 @@ def _raw_comm(path):
     return out, len(set(steps))
 
 
+@pytest.mark.slow
 def test_gpu_ddp_bytes_and_bandwidth():
     path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     raw, steps = _raw_comm(path)
@@ -262,6 +267,7 @@ def _run(path, stated=None):
         return comm_volume.run(Context(con, inferred_layout(con), stated or {}, thresholds()["comm_volume"]))
 
 
+@pytest.mark.slow
 def test_vllm_tp_without_model_dims_is_not_applicable():
     """vLLM TP=8 inference: all-reduce sizes are known but b S H and the layers are not: nothing compared."""
     res = _run("tracelens/b200_vllm_tp8_rank0.json.gz")

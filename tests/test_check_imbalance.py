@@ -161,6 +161,7 @@ def gpu_compute_per_step(path):
     return total / len(steps), len(steps)
 
 
+@pytest.mark.slow
 def test_one_gpu_rank():
     path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     with open_run([path], use_cache=False) as con:
@@ -264,6 +265,7 @@ NOT_STRAGGLER_RUNS = {
 
 
 @pytest.mark.parametrize("name", sorted(NOT_STRAGGLER_RUNS))
+@pytest.mark.slow
 def test_timing_noise_names_no_straggler(check, name):
     assert check(name).numbers["straggler_rank"] is None
 # runs profiled in several windows: their verdicts over the windows are tests/test_repeat_runs.py's
@@ -272,6 +274,7 @@ STRAGGLER_RULE_RUNS = sorted(p.name for p in RUNS.iterdir()
 
 
 @pytest.mark.parametrize("name", STRAGGLER_RULE_RUNS)
+@pytest.mark.slow
 def test_straggler_as_in_truth(check, name):
     """Each run names the straggler its generator built, the others none."""
     assert check(name).numbers["straggler_rank"] == truth(name)["straggler_rank"]

@@ -106,6 +106,7 @@ def _raw_peak(path):
                if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") not in (0, None))
 
 
+@pytest.mark.slow
 def test_gpu_measured_peak():
     path = public_trace("hta/df_index_resolver/df_index_resolver.json.gz")
     with open_run([path], use_cache=False) as con:
@@ -121,6 +122,7 @@ def test_gpu_measured_peak():
     assert res.status == ("warn" if peak / total > thresholds()["memory"]["warn_over_model"] else "ok")
 
 
+@pytest.mark.slow
 def test_optimizer_not_modelled_is_not_applicable():
     """A measured peak but no optimizer state model (n_opt unknown): no total to compare with, not 'ok'."""
     path = public_trace("hta/df_index_resolver/df_index_resolver.json.gz")

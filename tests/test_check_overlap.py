@@ -147,6 +147,7 @@ def test_ddp4_per_rank_and_step(check):
 
 
 @pytest.mark.parametrize("name", ["ddp2", "dp2_tp2", "ep4"])
+@pytest.mark.slow
 def test_per_rank(check, name):
     """ddp2: rank 0's all-reduce outlasts its wait (CPU contention), so part is hidden; dp2_tp2: dp and tp
     collectives on separate gloo worker threads, overall = their union; ep4: all-to-alls awaited inside
@@ -259,6 +260,7 @@ def hta_overlap(paths, tmp_path):
 
 
 @pytest.mark.parametrize("rels", HTA_RUNS, ids=lambda r: r[0].split("/")[1])
+@pytest.mark.slow
 def test_overall_agrees_with_hta(check, rels, tmp_path):
     paths = [public_trace(r) for r in rels]
     expected = hta_overlap(paths, tmp_path)
@@ -271,6 +273,7 @@ def test_overall_agrees_with_hta(check, rels, tmp_path):
         assert 100 * res.numbers["hta_overall"] == pytest.approx(next(iter(expected.values())), abs=1.0)
 
 
+@pytest.mark.slow
 def test_hta_without_microsecond_rounding_is_equal(check, tmp_path, monkeypatch):
     """HTA shrinks float-us events to whole microseconds (ceil start, floor end); without that the numbers agree."""
     monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")

@@ -124,6 +124,7 @@ def test_analyze_folder_of_ranks(tmp_path):
     assert (run["ranks"], run["world_size"], run["steps"]) == ([0, 1, 2], 3, [1])
 
 
+@pytest.mark.slow
 def test_console_script_subprocess(tmp_path):
     f = public_trace(SMALL_REAL)
     exe = shutil.which("traceparse", path=str(Path(sys.executable).parent)) or shutil.which("traceparse")
@@ -196,6 +197,63 @@ def test_explain():
     r = invoke("explain", "nope")
     assert r.exit_code == 2
     assert "nope" in r.stderr and r.stdout == ""
+
+
+def test_explain_a_check_prints_short_labelled_lines():
+    from traceparse.analyzers import specs
+
+    spec = specs()["imbalance"]
+    r = invoke("explain", "imbalance")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"imbalance: {spec.title}"
+    for label in ("definition", "numerator", "denominator", "needs", "notes"):
+        if getattr(spec, label):
+            assert f"  {label}:" in lines, label
+    assert max(len(line) for line in lines[1:]) <= 110  # wrapped (a word longer than the width stays whole)
+    words = lambda text: re.sub(r"\s+", " ", text).split()  # noqa: E731
+    body = " ".join(line.strip() for line in lines if not line.lstrip().startswith(("read:",)))
+    for label in ("definition", "notes"):
+        assert " ".join(words(getattr(spec, label))) in " ".join(words(body)), label  # nothing lost in the wrap
+
+
+def test_explain_names_the_docs_section_it_cites():
+    r = invoke("explain", "p2p_chain")
+    assert r.exit_code == 0, r.output
+    assert "docs/parallelism.md 3.2" in r.stdout and r.stdout.rstrip().endswith("read: traceparse docs 3.2")
+    r = invoke("explain", "layout")
+    assert "read: traceparse docs 1; traceparse docs 3.1; traceparse docs 3.2; traceparse docs 5" in r.stdout
+    assert "docs/parallelism.md 1, 3.1, 3.2, 5" in r.stdout  # a citation is never split across lines
+
+
+def test_docs_prints_the_contents_and_a_section():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "parallelism.md").read_text()
+    r = invoke("docs")
+    assert r.exit_code == 0, r.output
+    assert "3.2 Pipeline parallel" in r.stdout and "6 What the trace shows" in r.stdout
+    r = invoke("docs", "3.2")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("### 3.2 Pipeline parallel")
+    assert r.stdout.strip() in text and "### 3.3" not in r.stdout
+    r = invoke("docs", "3")
+    assert "### 3.1 " in r.stdout and "### 3.5 " in r.stdout and "## 4." not in r.stdout
+    r = invoke("docs", "9.9")
+    assert r.exit_code == 2 and "3.2" in r.stderr and r.stdout == ""
+
+
+def test_the_docs_are_package_data():
+    from importlib.resources import files
+
+    from traceparse.document.glossary import METRICS
+    from traceparse.document.reference import parallelism_text, section
+
+    assert files("traceparse.docs").joinpath("parallelism.md").read_text().startswith("# Parallelism reference")
+    text = parallelism_text()
+    cited = {n for _, definition, reported in METRICS.values()
+             for m in re.finditer(r"docs/parallelism\.md ((?:\d+(?:\.\d+)*)(?:, \d+(?:\.\d+)*)*)",
+                                  definition + " " + reported)
+             for n in m.group(1).split(", ")}
+    assert cited and all(section(text, n) for n in cited), cited
 
 
 def test_version():
@@ -281,6 +339,7 @@ def control(tmp_path_factory):
     return f, db
 
 
+@pytest.mark.slow
 def test_unsized_trace_records_no_sizes(unsized):
     """What the tests below rest on: no event of the trace carries a message size or recorded shapes."""
     evs = plain_json(unsized[0])["traceEvents"]
@@ -289,6 +348,7 @@ def test_unsized_trace_records_no_sizes(unsized):
     assert not any("Input Dims" in e.get("args", {}) or "In msg nelems" in e.get("args", {}) for e in evs)
 
 
+@pytest.mark.slow
 def test_control_trace_records_no_sizes_in_args(control):
     """The control trace's record_param_comms carry no message size either (its sizes are in the shapes of
     its nccl: annotations, tests/test_sizes.py), and it has no memory events."""

@@ -109,6 +109,7 @@ P2P_CASES = {
 
 
 @pytest.mark.parametrize("world, links, loaded, shape", P2P_CASES.values(), ids=P2P_CASES.keys())
+@pytest.mark.slow
 def test_p2p_shape(tmp_path, world, links, loaded, shape):
     con = p2p(world, links, loaded).load(tmp_path)
     got = rows(con, "SELECT op, group_key, p2p_shape FROM comm_features")
@@ -129,6 +130,7 @@ TWO_RANK_CASES = {
 
 
 @pytest.mark.parametrize("links, backward, shape", TWO_RANK_CASES.values(), ids=TWO_RANK_CASES.keys())
+@pytest.mark.slow
 def test_p2p_shape_of_two_ranks(tmp_path, links, backward, shape):
     run = p2p(2, links)
     for r, ts in backward.items():

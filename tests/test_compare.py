@@ -82,6 +82,7 @@ def per_step_means(store) -> list[float]:
 
 # --- a run against itself -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_run_against_itself_by_paths():
     """Folder against glob of the same files: every delta 0, no regression, exit 0."""
     run = RUNS / "ddp4"
@@ -96,6 +97,7 @@ def test_run_against_itself_by_paths():
     assert all(m["base"] == m["new"] and not m["regressed"] for m in doc["metrics"])
 
 
+@pytest.mark.slow
 def test_run_against_itself_from_stores(db):
     code, doc = compared(db, "dp2_tp2", "dp2_tp2")
     assert code == 0 and doc["verdict"] == "ok" and doc["regressions"] == []
@@ -109,6 +111,7 @@ def test_run_against_itself_from_stores(db):
 # --- a run against its straggler variant ----------------------------------------------------
 
 @pytest.mark.parametrize("base, new", [("ddp4", "straggler_ddp4"), ("dp2_tp2", "straggler_dp2_tp2")])
+@pytest.mark.slow
 def test_straggler_variant_regresses_with_the_straggler_named(db, base, new):
     rank = truth(new)["imbalance"]["straggler_rank"]
     assert rank is not None and truth(base)["imbalance"]["straggler_rank"] is None
@@ -136,6 +139,7 @@ def step_time_regressed(db, base, new) -> bool:
     return bool(grown > limit and p <= 0.01)
 
 
+@pytest.mark.slow
 def test_delay_variant(db):
     """dp2_tp2_delay2: rank 2 sleeps 0-2 ms before every block forward, timing noise below gloo's jitter
     (tests/test_check_imbalance.py NOT_STRAGGLER_RUNS), so the analyzer need not name it; when it does,
@@ -164,6 +168,7 @@ def test_threshold_override_by_group_and_id(db):
 
 # --- more micro-batches per step ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_more_microbatches_improve_the_bubble(db):
     base, new = "pp4_gpipe_m4", "pp4_gpipe_m8"
     lb, ln = truth(base)["layout"], truth(new)["layout"]

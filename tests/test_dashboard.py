@@ -16,6 +16,8 @@ from history_runs import JOB, MARKUP
 from traceparse.history import store as history
 from traceparse.cli import main
 
+pytestmark = pytest.mark.slow
+
 DEGREES = ("dp", "tp", "pp", "cp", "sp", "ep")
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,6 +42,7 @@ def kept(isolated_dirs, kind):
 
 
 @pytest.mark.parametrize("kind", sorted(BUILDERS))
+@pytest.mark.slow
 def test_a_repeated_command_reads_the_kept_document(traces, isolated_dirs, monkeypatch, kind):
     first = run(kind, "--format", "json", traces)
     assert len(kept(isolated_dirs, kind)) == 1
@@ -49,6 +50,7 @@ def test_a_repeated_command_reads_the_kept_document(traces, isolated_dirs, monke
     assert run(kind, "--format", "json", traces) == first
 
 
+@pytest.mark.slow
 def test_other_options_files_or_version_build_it_again(traces, isolated_dirs, monkeypatch):
     base = run("analyze", "--format", "json", traces)
     calls = []

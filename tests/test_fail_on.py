@@ -1,15 +1,13 @@
 """--fail-on turns check statuses into exit codes for CI gates."""
 
 import json
-from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
+from conftest import committed_runs
 
 from traceparse.cli import main
 
-RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ddp2"
-pytestmark = pytest.mark.skipif(not RUN.exists(), reason="fixture run not generated")
+RUN = committed_runs("ddp2") / "ddp2"
 
 
 def test_fail_on_exits_1_exactly_when_a_check_reaches_the_level(tmp_path):

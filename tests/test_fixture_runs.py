@@ -8,16 +8,15 @@ expected strategy and variant; the inferred layout must equal the configured one
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import committed_runs, fast_few
 from test_repeat_runs import load_paths
 
 from traceparse.axes import LAYOUT_KEYS as KEYS
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
-NAMES = sorted(p.name for p in RUNS.glob("*") if (p / "truth.json").exists()) if RUNS.exists() else []
-pytestmark = pytest.mark.skipif(not NAMES, reason="no generated fixture runs")
+RUNS = committed_runs()
+NAMES = sorted(p.name for p in RUNS.glob("*") if (p / "truth.json").exists())
 
 
 @pytest.fixture(scope="module")
@@ -51,20 +50,20 @@ def expected(truth, columns):
     return out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", fast_few(NAMES))
 def test_comm_ops_match_truth(name, run):
     con, truth = run(name)
     assert per_step(con, truth, []) == expected(truth, [])
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", fast_few(NAMES))
 def test_every_operation_gets_its_strategy_and_variant(name, run):
     con, truth = run(name)
     cols = ["strategy", "variant"]
     assert per_step(con, truth, cols) == expected(truth, cols)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", fast_few(NAMES))
 def test_inferred_layout_equals_configuration(name, run):
     con, truth = run(name)
     got = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM layout").fetchall()}

@@ -134,6 +134,7 @@ def _runs():
 
 
 @pytest.mark.parametrize("run_dir", _runs() or [None], ids=lambda p: p.name if p else "none")
+@pytest.mark.slow
 def test_committed_run_matches_truth(run_dir):
     if run_dir is None:
         pytest.skip("no runs in fixtures/runs")
@@ -183,6 +184,7 @@ def test_truth_only_rewrites_the_truth_and_keeps_the_traces(tmp_path):
         main(["--config", src.name, "--truth-only", "--out", str(tmp_path / "empty")])
 
 
+@pytest.mark.slow
 def test_regenerate_smallest(tmp_path):
     pytest.importorskip("torch")
     from fixtures.generate import generate

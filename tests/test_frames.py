@@ -2,15 +2,13 @@
 
 import gzip
 import json
-from pathlib import Path
 
 import polars as pl
-import pytest
+from conftest import committed_runs
 
 from traceparse.load.frames import frame
 
-RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "ddp2"
-pytestmark = pytest.mark.skipif(not RUN.exists(), reason="fixture run not generated")
+RUN = committed_runs("ddp2") / "ddp2"
 
 
 def test_frame_of_a_run_counts_its_complete_events(tmp_path):

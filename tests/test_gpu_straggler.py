@@ -21,6 +21,8 @@ from gpu_straggler import is_nccl_kernel, load_source, nccl_kernels, write_run
 
 from traceparse.analyzers import imbalance
 
+pytestmark = pytest.mark.slow
+
 N = 4
 STALL = 5000  # µs: the straggler's stall before a collective (a step is ~77 ms, with 10 collectives)
 NOISE = 1250  # µs: another rank's smaller stall, where the straggler does not stall

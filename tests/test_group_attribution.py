@@ -22,14 +22,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import committed_runs
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+pytestmark = pytest.mark.slow
+
 SHAPES = {
     "dp2_tp2": ["dp2_tp2", "dp2_tp2_rep2", "dp2_tp2_delay1", "dp2_tp2_delay2", "straggler_dp2_tp2"],
     "dp2_pp2_tp2": ["dp2_pp2_tp2", "dp2_pp2_tp2_rep2", "dp2_pp2_tp2_delay4", "dp2_pp2_tp2_delay1"],
 }
-pytestmark = pytest.mark.skipif(not all((RUNS / n / "truth.json").exists() for ns in SHAPES.values() for n in ns),
-                                reason="fixture runs not generated")
+RUNS = committed_runs(*(n for ns in SHAPES.values() for n in ns))
 
 
 def truth_of(run_dir):

@@ -60,6 +60,7 @@ def essentials(d) -> dict:
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("inputs", ["dumps", "dumps+traces"])
+@pytest.mark.slow
 def test_divergence_equals_the_truth(case, inputs):
     t = truth(case)
     paths = dumps_of(case) if inputs == "dumps" else [HANGS / case]
@@ -89,6 +90,7 @@ def test_the_point_to_point_deadlock_comes_from_the_calls_the_ranks_were_blocked
     assert {c["state"] for c in d["calls"].values()} == {"in flight at the dump"}
 
 
+@pytest.mark.slow
 def test_without_the_in_flight_records_a_gloo_deadlock_is_said_to_be_invisible_and_narrowed_down(tmp_path):
     """Torch's dumps alone (no in-flight record): nothing shows the deadlock, and the report says so, with what
     the dumps and traces do show: each rank stopped after the grad-norm all_reduce #3 (completed) and before #4, in
@@ -128,6 +130,7 @@ def test_a_damaged_in_flight_record_is_a_load_issue_not_a_failure(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["skip_allreduce", "pp_deadlock"])
+@pytest.mark.slow
 def test_cli_exit_code_and_json(case):
     r = CliRunner().invoke(main, ["hang", str(HANGS / case), "--no-cache", "--format", "json"])
     doc = json.loads(r.output)
@@ -202,6 +205,7 @@ def rank_of(path: Path) -> int:
 
 
 @pytest.mark.parametrize("case", TORCH_WRITER)
+@pytest.mark.slow
 def test_torch_named_dumps_are_read_from_the_folder_as_torch_left_it(case):
     """``TORCH_FR_DUMP_TEMP_FILE`` + rank, no suffix (``nccl_trace_rank_0``, ``rank_0``): found by content, in
     ``traceparse hang DIR`` and beside traces named on their own (``hang DIR/rank*.json.gz DIR``), never passed
@@ -348,6 +352,7 @@ def torch_analyzer(folder: Path) -> list[tuple]:
 
 
 @pytest.mark.parametrize("case", [*TORCH_WRITER, "pp_deadlock"])
+@pytest.mark.slow
 def test_nccl_variants_give_the_same_answer_and_agree_with_torchs_analyzer(case, tmp_path):
     """NCCL's states (completed, started) and its send and receive entries: the same divergence as the truth; the
     divergences torch's analyzer logs are the ones traceparse finds (it lists them in its own order, a consequence
@@ -438,6 +443,7 @@ def test_ranks_calling_on_a_group_another_dump_lists_without_them_are_a_finding(
     assert "contradiction: ranks [0, 1, 2] call on a group whose members rank 3's dump lists without them" in r.output
 
 
+@pytest.mark.slow
 def test_the_plugins_dump_and_torchs_own_of_one_rank_are_read_once_with_the_in_flight_record(tmp_path):
     """With ``profiler.flight_recorder.enable(run_dir)`` NCCL's watchdog writes ``fr_rank<r>`` (torch's name) beside
     the plugin's ``fr_rank<r>.pkl``: two snapshots of one buffer, read once, the in-flight record kept."""

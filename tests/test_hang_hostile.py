@@ -23,14 +23,14 @@ import pytest
 
 from mutation.dumps import OPCODES, build, pickled
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses RLIMIT_AS")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses RLIMIT_AS")]
 
 LIMIT_AS = 2 << 30
 TIMEOUT = 30  # seconds; a case takes about one (the interpreter's start and imports), a bomb too
 SECONDS = 10  # what a refusal may take
 PYTHONPATH = os.environ.get("TRACEPARSE_HOSTILE_PYTHONPATH")
 
-# id -> (builder, its fixed choices): the 22 classes and more
+# id -> (builder, its fixed choices): hostile Flight Recorder dumps (bombs, wrong types, bad values, cut files...)
 CASES = {
     # bombs: by depth (2^40 values as JSON from a 3 KB file) and by sharing (one 8 MiB string listed 1,024 times)
     "dag_input_sizes": ("bomb_depth", {"job": "size_mismatch", "rank": 1, "where": "entry.input_sizes", "depth": 40}),

@@ -57,6 +57,7 @@ def edited(tmp_path, name, edit) -> Path:
      "size or member ranks are not valid ranks"),
     ("base_time_huge.json", lambda d: d.update(baseTimeNanoseconds=2**63 - 5), "baseTimeNanoseconds"),
 ])
+@pytest.mark.slow
 def test_header_values_out_of_range_are_load_issues(tmp_path, name, edit, says):
     path = edited(tmp_path, name, edit)
     con = load(path, tmp_path / "s.duckdb")
@@ -90,6 +91,7 @@ def _stale_journal(entry):
 
 
 @pytest.mark.parametrize("damage", [_truncate, _overwrite_middle, _directory, _stale_journal])
+@pytest.mark.slow
 def test_damaged_cache_entry_is_rebuilt(isolated_dirs, damage):
     assert run_cli("analyze", DDP2, "--format", "json").exit_code == 0
     (entry,) = isolated_dirs["cache"].glob("*.duckdb")
@@ -141,6 +143,7 @@ def _group_alive(pgid) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_killed_load_leaves_nothing_behind(tmp_path):
     """kill -9 while the pool parses: workers, forkserver and resource tracker go; the next load
     removes the staging folders and half-written stores the killed one left."""
@@ -156,6 +159,7 @@ def test_killed_load_leaves_nothing_behind(tmp_path):
     assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
 
 
+@pytest.mark.slow
 def test_interrupted_load_exits_130_with_one_line(tmp_path):
     """Ctrl-C (SIGINT to the loading process) while the pool parses: one line, exit 130, no worker
     left and nothing in $TMPDIR or the cache."""
@@ -183,6 +187,7 @@ def test_folder_skips_empty_and_non_trace_files_alike(tmp_path):
     assert skipped == {"empty.json": "skipped: empty file", "bad.json": "skipped: no trace events in its first 4 MB"}
 
 
+@pytest.mark.slow
 def test_a_file_name_with_an_undecodable_byte_loads(tmp_path):
     """b'rank0-\\xff.json' is not UTF-8: the name is shown and stored with the byte escaped."""
     name = os.fsdecode(b"rank0-\xff.json")
@@ -245,6 +250,7 @@ def test_top_out_of_range_is_one_line(top):
 
 
 @pytest.mark.parametrize("query", ["SELECT CAST('x' AS INTEGER)", "SELECT 9223372036854775807 + 1", "SELEC 1"])
+@pytest.mark.slow
 def test_failing_sql_query_is_one_line(query):
     one_line_error(run_cli("sql", query, DDP2, "--no-cache"), "query failed")
 

@@ -179,6 +179,7 @@ def complete(path: Path, doc_file: Path) -> history.History:
     return hist
 
 
+@pytest.mark.slow
 def test_writer_processes_at_once_each_record_every_run_once(pp_doc, tmp_path):
     path, rounds = tmp_path / "h.duckdb", 4
     start = time.time() + 3  # every writer has started and imported by then
@@ -194,6 +195,7 @@ def test_writer_processes_at_once_each_record_every_run_once(pp_doc, tmp_path):
     assert values["layout.pp_schedule"] == "gpipe" and values["layout.pp"] == 4  # truth.json of pp4_gpipe_m4
 
 
+@pytest.mark.slow
 def test_cli_writers_at_once_each_record_their_run_once(tmp_path):
     store, path = tmp_path / "ddp2.duckdb", tmp_path / "h.duckdb"
     r = CliRunner().invoke(main, ["analyze", str(RUNS_DIR / "ddp2"), "--db", str(store), "--format", "json"])
@@ -209,6 +211,7 @@ def test_cli_writers_at_once_each_record_their_run_once(tmp_path):
     assert all(r["files"] == rank_files("ddp2") for r in hist.runs)
 
 
+@pytest.mark.slow
 def test_a_history_held_too_long_is_busy_and_untouched(pp_doc, tmp_path, monkeypatch):
     path = tmp_path / "h.duckdb"
     doc = json.loads(pp_doc.read_text())
@@ -261,6 +264,7 @@ history.record(sys.argv[1], json.load(open(sys.argv[2])), {"writer": "waiting"})
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to see a process's open files")
+@pytest.mark.slow
 def test_a_waiting_writer_does_not_open_the_history_until_its_turn(pp_doc, tmp_path):
     # DuckDB reads a database's header before it takes its own file lock: a writer whose open straddled
     # another writer's commit would go on from the header of before it, and that run would be lost

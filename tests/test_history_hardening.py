@@ -275,6 +275,7 @@ def test_a_nan_metric_is_drawn_as_missing(tmp_path, good_history):
     assert history.read(hist).metric_sets()[2].keys().isdisjoint({"step_time.mean", "imbalance.max_over_mean"})
 
 
+@pytest.mark.slow
 def test_the_dashboard_logs_no_warning_in_chromium(tmp_path, good_history, ddp2_store, browser_page):  # noqa: ARG001
     """Vega warns of an 'Infinite extent' when a layer of a chart is empty: the regressed points of a chart
     without regressions, every point of a series picked that has none in a chart. Neither happens."""
@@ -333,6 +334,7 @@ def test_thresholds_for_real_ids_are_taken():
 
 
 @pytest.mark.parametrize("run", ["dp2_pp2_tp2", "dp2_cp2_ring", "dp4_ep2", "ulysses4", "tp2_sp"])
+@pytest.mark.slow
 def test_every_id_a_run_gives_is_one_a_threshold_may_name(run):
     """metric_ids lists what run_metrics gives (the ids --threshold accepts): checked on runs of every strategy."""
     import traceparse
@@ -345,6 +347,7 @@ def test_every_id_a_run_gives_is_one_a_threshold_may_name(run):
 # --- 8. a run missing ranks ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", ["json", "text", "markdown"])
+@pytest.mark.slow
 def test_a_new_run_missing_a_rank_is_no_pass(fmt):
     r = run_cli("compare", DDP2, DDP2 / "rank0.json.gz", "--format", fmt)
     assert r.exit_code == 1, r.output
@@ -358,6 +361,7 @@ def test_a_new_run_missing_a_rank_is_no_pass(fmt):
     assert "the new run lacks rank 1 (1 of 2 loaded; world size 2" in why
 
 
+@pytest.mark.slow
 def test_a_base_run_missing_a_rank_is_no_pass_either():
     r = run_cli("compare", DDP2 / "rank1.json.gz", DDP2, "--format", "json")
     assert r.exit_code == 1, r.output

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
-import pytest
+from conftest import committed_runs
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
-pytestmark = pytest.mark.skipif(not (RUNS / "ddp2_accum_m4" / "truth.json").exists(), reason="fixture runs not generated")
+RUNS = committed_runs("ddp2_accum_m4")
 
 
 def layout(con):

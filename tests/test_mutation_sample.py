@@ -22,7 +22,7 @@ from mutation.campaign import run_cases
 from mutation.generate import CLASSES, OPS, generate_cases
 from mutation.surfaces import SURFACE_CLASSES
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, os.wait4 and RLIMIT_AS")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, os.wait4 and RLIMIT_AS")]
 
 SEED = 20251201
 CASES = 110  # over the loading classes: every operator met

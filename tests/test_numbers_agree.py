@@ -20,6 +20,8 @@ from test_repeat_runs import windowed
 
 from traceparse.document import document
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 # a run profiled in several windows is read window by window (tests/test_repeat_runs.py), not as one folder
 RUNS = sorted(p for p in (ROOT / "fixtures" / "runs").iterdir() if p.is_dir() and not windowed(p))

@@ -20,6 +20,7 @@ def analyze(db, *args):
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "html"])
+@pytest.mark.slow
 def test_the_file_holds_what_stdout_would(db, tmp_path, fmt):
     out = tmp_path / f"report.{fmt}"
     r = analyze(db, "--format", fmt, "-o", out)

@@ -48,6 +48,7 @@ def snapshot(folder: Path) -> dict:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 def test_a_fifo_is_written_through_and_stays_a_fifo(run, tmp_path):
     fifo = tmp_path / "report.fifo"
     os.mkfifo(fifo)
@@ -62,6 +63,7 @@ def test_a_fifo_is_written_through_and_stays_a_fifo(run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo", "run"]
 
 
+@pytest.mark.slow
 def test_dev_null_stays_a_character_device():
     before = os.stat("/dev/null")
     r = run_cli("analyze", DDP2, "--no-cache", "-o", "/dev/null")
@@ -70,6 +72,7 @@ def test_dev_null_stays_a_character_device():
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
 
 
+@pytest.mark.slow
 def test_a_full_device_is_one_line_and_stays():
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
@@ -77,6 +80,7 @@ def test_a_full_device_is_one_line_and_stays():
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
+@pytest.mark.slow
 def test_a_symlink_stays_a_link_and_its_target_gets_the_report(run, tmp_path):
     target, link = tmp_path / "real.txt", tmp_path / "link.txt"
     target.write_text("old")
@@ -106,6 +110,7 @@ def test_o_naming_an_input_trace_is_refused_before_any_work(run, isolated_dirs, 
     assert not isolated_dirs["cache"].exists()  # refused before anything was loaded
 
 
+@pytest.mark.slow
 def test_o_naming_the_store_or_the_history_is_refused(run, tmp_path):
     store = tmp_path / "s.duckdb"
     assert run_cli("analyze", run, "--db", store).exit_code == 0
@@ -122,6 +127,7 @@ def test_o_naming_the_store_or_the_history_is_refused(run, tmp_path):
     assert history.read_bytes() == kept
 
 
+@pytest.mark.slow
 def test_a_report_may_live_in_the_run_folder(run):
     """A file of the folder that is no trace (the last report) is not an input: it is replaced."""
     report = run / "report.json"
@@ -137,6 +143,7 @@ def test_options_that_would_be_ignored_are_refused(run):
     one_line_error(run_cli("analyze", run, "--no-cache", "--address", "127.0.0.1:6379"), "--address", "--engine ray")
 
 
+@pytest.mark.slow
 def test_stray_pickles_and_pg_status_notes_are_skipped_and_said(run):
     with open(run / "model.pkl", "wb") as f:
         pickle.dump({"weights": [1, 2]}, f)
@@ -152,6 +159,7 @@ def test_stray_pickles_and_pg_status_notes_are_skipped_and_said(run):
     one_line_error(run_cli("analyze", run / "model.pkl", "--no-cache"), "model.pkl", "not a Flight Recorder dump")
 
 
+@pytest.mark.slow
 def test_a_group_name_that_is_an_object_loads(tmp_path):
     path = edited(tmp_path, "rank0.json", lambda d: d["distributedInfo"]["pg_config"][0].update(
         pg_name={"a": 1}, pg_desc=[1, 2]))
@@ -159,6 +167,7 @@ def test_a_group_name_that_is_an_object_loads(tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.slow
 def test_a_rank_in_the_file_name_beyond_int32_is_no_rank(tmp_path):
     path = edited(tmp_path, "rank9000000000000000000000000000000.json", lambda d: d.pop("distributedInfo"))
     r = run_cli("analyze", path, "--no-cache", "--format", "json")
@@ -175,6 +184,7 @@ def _analyze_run(path) -> str:
     return json.dumps({k: doc[k] for k in ("run", "layout", "collectives")}, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_concurrent_api_calls_from_threads_and_processes(isolated_dirs):
     """The default cache shared by 4 threads, then by 3 processes, each loading the same run at once: every call
     gets the document a lone call gets, and the cache holds only the entry and its stamp."""

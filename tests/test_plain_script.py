@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 DDP4 = REPO / "fixtures" / "runs" / "ddp4"  # 4 rank files
 TRUTH = json.loads((DDP4 / "truth.json").read_text())

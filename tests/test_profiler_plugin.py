@@ -78,11 +78,13 @@ def check_plugin_run(doc, t):
 
 
 @pytest.mark.parametrize("name", PLUGIN_RUNS)
+@pytest.mark.slow
 def test_plugin_run_analyzed_with_no_flags(name, analyzed):
     check_plugin_run(analyzed(RUNS / name), truth(RUNS / name))
 
 
 @pytest.mark.parametrize("name", PLUGIN_RUNS)
+@pytest.mark.slow
 def test_every_rank_carries_the_metadata(name):
     t = truth(RUNS / name)
     for r in range(t["world_size"]):
@@ -99,6 +101,7 @@ def test_text_report_says_what_came_from_the_metadata(analyzed):
     assert "  metadata pp=2: agrees (inferred 2)" in text
 
 
+@pytest.mark.slow
 def test_html_run_line_says_the_plugin_declared_the_configuration(analyzed):
     from traceparse.render.html import run_line
 
@@ -112,12 +115,14 @@ def test_runs_without_metadata_work_as_before(analyzed):
     assert doc["layout"]["dp"] == truth(RUNS / "ddp4")["layout"]["dp"]
 
 
+@pytest.mark.slow
 def test_stated_layout_wins_over_the_metadata():
     doc = traceparse.analyze([RUNS / "ddp2"], layout="params=1000", use_cache=False)
     assert doc["checks"]["memory"]["inputs"]["Phi_device"]["source"].startswith("stated params")
     assert doc["checks"]["memory"]["inputs"]["n_opt"]["source"] == "metadata (n_opt)"
 
 
+@pytest.mark.slow
 def test_a_contradicting_metadata_is_reported_never_applied_to_the_layout(tmp_path):
     """The metadata says tp=2 on a DDP run: the row contradicts, the inferred layout keeps the trace's 1."""
     for r in (0, 1):
@@ -130,6 +135,7 @@ def test_a_contradicting_metadata_is_reported_never_applied_to_the_layout(tmp_pa
     assert out["layout"]["tp"] == 1
 
 
+@pytest.mark.slow
 def test_missing_and_disagreeing_metadata_are_noted(tmp_path):
     docs = [json.loads(gzip.open(RUNS / "fsdp2_zero3_dp4" / f"rank{r}.json.gz").read()) for r in range(4)]
     docs[2]["traceparse"]["layout"]["zero_stage"] = 2
@@ -194,6 +200,7 @@ def tiny():
     return d, model, opt, step
 
 
+@pytest.mark.slow
 def test_profile_writes_each_window_atomically_with_its_metadata(tmp_path, tiny):
     import torch
 
@@ -268,6 +275,7 @@ def test_wrong_arguments_are_refused(tmp_path, tiny):
         profiler.profile(tmp_path, model=model, model_facts={"hiden": 64})
 
 
+@pytest.mark.slow
 def test_plugin_groups_stand_in_for_a_missing_pg_config(tmp_path):
     """A trace without distributedInfo.pg_config: the plugin's groups fill process_groups, named by their dim."""
     from traceparse.load.run import open_run

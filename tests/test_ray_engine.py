@@ -27,6 +27,8 @@ RAY = Path(sys.executable).with_name("ray")
 sys.path.insert(0, str(REPO / "bench"))
 import replicate  # noqa: E402 -- bench/ is no package
 
+pytestmark = pytest.mark.slow
+
 HOME = {}  # the cluster's home (below), which the drivers share
 
 
@@ -115,7 +117,7 @@ def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
     killed, deadline = None, time.monotonic() + 120
     while killed is None and job.poll() is None and time.monotonic() < deadline:
         ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-        busy = [int(line.split()[0]) for line in ps if line.split()[1:2] == ["ray::_parse_one"]]
+        busy = [int(line.split()[0]) for line in ps if line.split()[1:2] == ["ray::parse_one"]]
         if busy:
             time.sleep(0.3)  # into the parse
             os.kill(busy[0], signal.SIGKILL)

@@ -23,6 +23,8 @@ pytest.importorskip("ray", reason="the ray extra is not installed (pip install '
 import psutil  # noqa: E402 -- a dependency of Ray
 from test_ray_engine import end_processes  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "fixtures" / "runs" / "ddp2"
 COMMAND = [sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json", "-q"]

@@ -7,8 +7,8 @@ compute straggler on a rank that is not the last one.
 - ``ddp2_windows_loaded``: ``ddp2_windows`` generated beside 2 busy-looping processes (noisy timing, no straggler).
 - ``straggler_dp2_tp2_r1``: ``dp2_tp2`` where rank 1 does about twice the compute of the others.
 
-Each window of a run is one run to traceparse: a folder holding several windows per rank is not (the loader
-refuses two files of one rank), so the helpers here load a window's files. The tests that hold today check
+Each window of a run is one run to traceparse: the folder loads each rank's latest window (or the one --window
+names; tests/test_profiler_windows.py), so the helpers here load a window's files. The tests that hold today check
 facts read from the raw traces and the configuration (truth.json); the ``xfail`` ones are the targets of the
 verdict rework: identical runs get the same verdict.
 
@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import committed_runs
+
+pytestmark = pytest.mark.slow
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 WINDOW_FILE = re.compile(r"rank(\d+)(?:\.step(\d+))?\.json\.gz")
@@ -45,8 +48,8 @@ def windowed(run_dir: Path) -> bool:
     return t.is_file() and "windows" in json.loads(t.read_text())
 
 
-WINDOW_RUNS = sorted(p.name for p in RUNS.iterdir() if windowed(p)) if RUNS.exists() else []
-pytestmark = pytest.mark.skipif(not WINDOW_RUNS, reason="no windowed fixture runs")
+committed_runs(*BALANCED_WINDOW_RUNS)
+WINDOW_RUNS = sorted(p.name for p in RUNS.iterdir() if windowed(p))
 
 
 def windows(name: str) -> list[list[Path]]:

@@ -20,6 +20,8 @@ RUNS = ROOT / "fixtures" / "runs"
 sys.path.insert(0, str(ROOT / "bench"))
 import replicate  # noqa: E402 -- bench/ is no package
 
+pytestmark = pytest.mark.slow
+
 
 def truth(run):
     return json.loads((RUNS / run / "truth.json").read_text())

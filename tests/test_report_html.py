@@ -18,6 +18,8 @@ from traceparse.cli import main
 from traceparse.document import analyze
 from traceparse.render.charts import charts
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
 PUBLIC_DDP = "tracelens/mi300_resnet_ddp_rank0.json.gz"  # one rank of an 8-GPU DDP job

@@ -444,6 +444,7 @@ def test_every_rule_has_traces():
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+@pytest.mark.slow
 def test_rule_on_its_traces(rule, tags):
     match, near_miss = CASES[rule.id]
     for i, name in enumerate(match):
@@ -459,6 +460,7 @@ def test_rule_on_its_traces(rule, tags):
 
 
 @pytest.mark.parametrize("name", RUNS)
+@pytest.mark.slow
 def test_tags_of_each_run_as_worked_out(name, tags):
     got = Counter((o["op"], o["rule_id"], o["strategy"], o["variant"])
                   for o in tags(name))

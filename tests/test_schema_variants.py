@@ -88,6 +88,7 @@ def test_bare_array_of_events(tmp_path):
 
 
 @pytest.mark.parametrize("indent", [None, 2, "\t"], ids=["minified", "indented", "tabs"])
+@pytest.mark.slow
 def test_minified_and_indented_json_load_the_same(tmp_path, indent):
     f = write(tmp_path / "t.json", trace(SIMPLE, rank=0), indent=indent)
     con = load(f, tmp_path / "s.duckdb")
@@ -137,6 +138,7 @@ def test_folder_input_skips_non_trace_json(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["rank-3.json", "rank3.json", "worker3.json", "job.worker_3.pt.trace.json.gz"])
+@pytest.mark.slow
 def test_rank_from_file_name(tmp_path, name):
     f = write(tmp_path / name, trace([x("a", 1, 1)], rank=None, world_size=4))
     con = load(f, tmp_path / "s.duckdb")
@@ -278,6 +280,7 @@ def test_nccl_send_peer_from_c10d_op(tmp_path):
     assert ops == [{"op": "send", "bytes_in": 64, "group_ranks": [0, 1, 2, 3], "peer": 3, "exec_ts_ns": 1_200_000}]
 
 
+@pytest.mark.slow
 def test_nested_record_param_comms_is_one_operation(tmp_path):
     # a coalesced all-gather: one outer record_param_comms around one per tensor
     def rpc(ts, dur, name, n_in):

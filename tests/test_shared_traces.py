@@ -18,6 +18,8 @@ import pytest
 from conftest import PUBLIC_TRACES, public_trace, public_trace_files
 from traces import load, rows, scalar
 
+pytestmark = pytest.mark.slow
+
 FILES = public_trace_files()
 
 

@@ -96,6 +96,7 @@ def stores(tmp_path_factory):
 
 # --- the public traces ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_control_records_sizes_only_on_the_nccl_annotations():
     """What the next tests rest on: record_param_comms of the control trace carry no args at all, the c10d
     op records its tensor list as [] (no size), and every nccl: annotation has Input Dims."""
@@ -110,6 +111,7 @@ def test_control_records_sizes_only_on_the_nccl_annotations():
 
 
 @pytest.mark.parametrize("rel", [CONTROL, TEST, NEG_QUEUE, SAMPLED, RANK_NOT_FOUND])
+@pytest.mark.slow
 def test_sizes_equal_the_annotation_shapes(stores, rel):
     con = stores(rel)
     expected = expected_from_annotations(rel)
@@ -144,6 +146,7 @@ def test_zero_sized_all_to_all_is_zero_not_unknown(stores):
     assert all(got[k]["bytes_in"] == 0 for k in zero)
 
 
+@pytest.mark.slow
 def test_trace_without_any_size_says_why(stores):
     """df_index_resolver: no record carries a size (no args, no shapes, no kernel args, one rank of two)."""
     evs = raw_events(DF_INDEX)
@@ -162,6 +165,7 @@ def test_trace_without_any_size_says_why(stores):
         assert why in i["what"], i["what"]
 
 
+@pytest.mark.slow
 def test_kernels_without_launch_stay_unknown(stores):
     """trace_diff/test: NCCL kernels whose launch the profiler did not record have no size anywhere."""
     evs = raw_events(TEST)

@@ -65,6 +65,7 @@ def test_vllm_tp8_inference_is_tp_or_unknown_never_dp():
     assert any(op == "all_reduce" and s == "tp" for op, s, _, _ in tags)
 
 
+@pytest.mark.slow
 def test_resnet_ddp_all_reduces_are_dp():
     tags, _ = tags_of("tracelens/mi300_resnet_ddp_rank0.json.gz")
     assert {s for op, s, _, _ in tags if op in ("all_reduce", "broadcast")} == {"dp"}
@@ -77,6 +78,7 @@ def test_deepseek_deepep_kernels_are_ep():
     assert layout["ep"] == 64  # the world of the trace (world_size 64): DeepEP spans it
 
 
+@pytest.mark.slow
 def test_recommendation_embedding_all_to_all_is_ep_and_all_reduce_is_dp():
     tags, layout = tags_of("hta/trace_diff/control/control.json.gz")
     by_op = {op: (s, v) for op, s, v, _ in tags}
@@ -92,6 +94,7 @@ def test_single_gpu_training_has_no_strategy():
     assert all(layout[k] == 1 for k in ("tp", "pp", "cp", "sp", "ep"))
 
 
+@pytest.mark.slow
 def test_layout_command_checks_a_stated_layout(tmp_path):
     from pathlib import Path
 

@@ -27,6 +27,8 @@ from traceparse.progress import LoadBar
 from traceparse.render.colour import colour_wanted, paint
 from traceparse.render.text import render
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DDP4 = ROOT / "fixtures" / "runs" / "ddp4"  # 4 rank files (and a truth.json, read, then skipped)
 BIG = ROOT / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 3 MB

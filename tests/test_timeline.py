@@ -71,6 +71,7 @@ def test_past_the_bound_close_bars_are_merged_and_said_so(store):
     assert all(g > small["merge_gap_ns"] for g in gaps)  # what stays apart is farther than the gap
 
 
+@pytest.mark.slow
 def test_a_gpu_trace_names_bars_by_kernel(store):
     path = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     t = timeline(store(path))

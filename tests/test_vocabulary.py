@@ -2,7 +2,7 @@
 
 Timestamps are written in µs (as Kineto writes them) and read back in ns. The tables:
 main_threads, step_windows, comm_intervals, compute_intervals, window_totals,
-window_strategy_comm (traceparse/store/vocabulary.sql, documented in traceparse/store/schema.py).
+window_strategy_comm (traceparse/vocabulary/*.sql, documented in traceparse/store/schema.py).
 """
 
 import pytest

@@ -51,9 +51,11 @@ def test_a_history_recorded_under_the_old_ids_reads_under_the_new(old_history):
 
 
 def test_the_dashboard_of_an_old_history_charts_the_volume(old_history, tmp_path):
+    from traceparse.history.dashboard import dashboard_data
     from traceparse.render.dashboard import TITLES, render_dashboard
 
-    page, regressions = render_dashboard(history.read(old_history), tmp_path / "d.html")
+    data, regressions = dashboard_data(history.read(old_history), tmp_path / "d.html")
+    page = render_dashboard(data)
     assert regressions == 0
     assert "chart-volume" in page and TITLES["volume"] in page
 
@@ -67,6 +69,7 @@ def test_a_threshold_under_the_old_name_is_taken_as_volume():
     assert "bytes" not in t.limits
 
 
+@pytest.mark.slow
 def test_compare_names_the_volume_and_the_text_both_quantities():
     r = CliRunner().invoke(main, ["compare", str(RUNS / "ddp2"), str(RUNS / "ddp2")])
     assert r.exit_code == 0, r.output

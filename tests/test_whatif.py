@@ -7,6 +7,7 @@ Step times are bounded where the model holds on these 2-core gloo runs (docs/wha
 """
 
 import json
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from traceparse.document import document
 from traceparse.layout.stated import parse_stated
 from traceparse.load.run import open_run
 from traceparse.whatif import whatif_document
+from traceparse.whatif.sweep import TIERS
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 NOTES = {"all_reduce": 2, "send": 1, "recv": 0}
@@ -41,23 +43,42 @@ def zero_table(run):
     return d * phi / (n if z == 3 else 1) + d * phi / (n if z >= 2 else 1) + (k + 1) * 4 * phi / (n if z >= 1 else 1)
 
 
+@pytest.fixture(scope="session")
+def whatif_cache(tmp_path_factory):
+    """One traceparse cache for the session: each fixture run is parsed into its store once, not once per test."""
+    return tmp_path_factory.mktemp("whatif_cache")
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(isolated_dirs, whatif_cache, monkeypatch):
+    """conftest's per-test temporary folder, with the session's cache (whatif_cache) in place of a per-test one."""
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(whatif_cache))
+    return {**isolated_dirs, "cache": whatif_cache}
+
+
 @pytest.fixture(scope="module")
 def forecast():
-    def run(name, target, given=""):
-        stated = parse_stated(given)
-        with open_run([RUNS / name]) as con:
-            wanted = {"balanced": True} if target == "balanced" else parse_stated(target)  # --balanced
-            return whatif_document(con, document(con, 10, stated), wanted)
+    done = {}
+
+    def run(name, target, given=""):  # each forecast made once per module (the tests only read what it returns)
+        if (name, target, given) not in done:
+            stated = parse_stated(given)
+            with open_run([RUNS / name]) as con:
+                wanted = {"balanced": True} if target == "balanced" else parse_stated(target)  # --balanced
+                done[name, target, given] = whatif_document(con, document(con, 10, stated), wanted)
+        return done[name, target, given]
     return run
 
 
 @pytest.mark.parametrize("target,run", [("zero_stage=1", "zero1_dp4"), ("zero_stage=2", "fsdp2_zero2_dp4"),
                                         ("zero_stage=3", "fsdp2_zero3_dp4")])
+@pytest.mark.slow
 def test_zero_memory_from_ddp_is_exact(forecast, target, run):
     got = forecast("ddp4", target)["prediction"]["memory_per_device_bytes"]
     assert got == zero_table(run)
 
 
+@pytest.mark.slow
 def test_zero2_bytes_from_ddp_are_exact(forecast):
     got = forecast("ddp4", "zero_stage=2")["prediction"]["bytes_per_rank_per_step"]
     assert got == {"dp": truth_bytes("fsdp2_zero2_dp4", "dp")}  # (m + 1) delta Phi, m = 1
@@ -77,6 +98,7 @@ def test_zero3_bytes_follow_the_notes_formula(forecast):
     ("pp4_1f1b_m4", "microbatches=8", "pp4_1f1b_m8"),
     ("pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8", "pp4_interleaved_m4"),
 ])
+@pytest.mark.slow
 def test_pipeline_bytes_are_exact(forecast, source, target, run):
     got = forecast(source, target)["prediction"]["bytes_per_rank_per_step"]
     assert got == {"pp": truth_bytes(run, "pp")}
@@ -86,6 +108,7 @@ def test_tp4_bytes_from_tp2_are_exact(forecast):
     assert forecast("tp2", "dp=1,tp=4")["prediction"]["bytes_per_rank_per_step"] == {"tp": truth_bytes("tp4", "tp")}
 
 
+@pytest.mark.slow
 def test_pipeline_bubble_is_the_target_schedules(forecast):
     t = truth("pp4_interleaved_m4")["layout"]
     got = forecast("pp4_1f1b_m4", "pp_schedule=interleaved_1f1b,virtual_stages=2,layers=8")["prediction"]["bubble"]
@@ -93,6 +116,7 @@ def test_pipeline_bubble_is_the_target_schedules(forecast):
     assert got == pytest.approx((p - 1) / (v * m + p - 1))
 
 
+@cache
 def measured_terms(run):
     """The run's mean step per rank and profiled step, with its compute, exposed communication per strategy and the
     rest, from the store's vocabulary (window_totals, window_strategy_comm)."""
@@ -114,6 +138,7 @@ def forecast_terms(p):
                                         ("pp4_interleaved_m4", ""), ("pp4_1f1b_heavy_m4", ""),
                                         ("pp4_interleaved_zb_m4", ""), ("pp4_zbv_m8", ""), ("ddp4", ""),
                                         ("tp2", ""), ("dp2_tp2", "")])
+@pytest.mark.slow
 def test_the_measured_layout_forecasts_the_measured_step(forecast, run, target):
     """Forecasting the run's own layout gives back its measured step, term by term: the pipeline's per-action
     overhead is the one with which its replayed order lasts the measured step."""
@@ -126,6 +151,7 @@ def test_the_measured_layout_forecasts_the_measured_step(forecast, run, target):
 
 
 @pytest.mark.parametrize("run", ["pp4_interleaved_zb_m4", "pp4_zbv_m8", "pp4_dualpipev_m8", "pp4_gpipe_m4"])
+@pytest.mark.slow
 def test_a_target_with_other_stages_replays_every_stage_alike(forecast, run):
     """1F1B with every stage computing the same F and B idles (N_PP - 1) / (m + N_PP - 1) of its makespan,
     whatever the measured F : B (or I : W) was; the replay starts from the run's own reconstructed order."""
@@ -136,6 +162,7 @@ def test_a_target_with_other_stages_replays_every_stage_alike(forecast, run):
     assert "every stage alike" in got["how"]["step_time"]
 
 
+@pytest.mark.slow
 def test_action_costs_are_forward_and_backward_compute():
     """Per stage, a backward computes more than a forward, and m (F + B) of compute fits in the stage's compute
     per step (window_totals; the rest is loss, optimizer and Python-side ops outside the actions)."""
@@ -171,6 +198,7 @@ PAIRS = [
 
 
 @pytest.mark.parametrize("run,target,given,truth_run,wrong", [p[1:] for p in PAIRS], ids=[p[0] for p in PAIRS])
+@pytest.mark.slow
 def test_step_time_within_15_percent_but_for_the_named_terms(forecast, run, target, given, truth_run, wrong):
     got = forecast_terms(forecast(run, target, given)["prediction"])
     want = measured_terms(truth_run)
@@ -180,6 +208,48 @@ def test_step_time_within_15_percent_but_for_the_named_terms(forecast, run, targ
     assert (abs(error) < 0.15) == (not wrong), error
 
 
+# each pair's kind of forecast and its row in the reliability table (traceparse/whatif/reliability.py KINDS: the
+# pair's name in bench/whatif_pairs.py and docs/whatif.md)
+PAIR_KINDS = {
+    "gpipe m8 from m4": ("pp_microbatches", "pipeline: GPipe m = 8 from m = 4"),
+    "1f1b m8 from m4": ("pp_microbatches", "pipeline: 1F1B m = 8 from m = 4"),
+    "interleaved from 1f1b": ("pp_schedule", "pipeline: interleaved v = 2 from 1F1B (8 layers)"),
+    "heavy stage split": ("balanced", "pipeline: the heavy stage split (--balanced; truth: the balanced 4-layer run)"),
+    "gpipe m8 from m4, memory events": ("pp_microbatches", "pipeline memory: GPipe m = 8 from m = 4 (memory events)"),
+    "1f1b m8 from gpipe m4, memory events": ("pp_schedule",
+                                             "pipeline memory: 1F1B m = 8 from GPipe m = 4 (memory events)"),
+    "zero1 from ddp": ("zero1", "data parallel: ZeRO-1 from DDP"),
+    "zero2 from ddp": ("zero2", "data parallel: ZeRO-2 from DDP"),
+    "zero3 from ddp": ("zero3", "data parallel: ZeRO-3 from DDP"),
+    "tp4 from tp2": ("tp", "tensor parallel: tp4 from tp2"),
+    "dp2 x tp2 from tp4": ("cross", "cross-strategy: dp2 x tp2 (ZeRO-3) from tp4"),
+}
+
+
+@pytest.mark.parametrize("run,target,given,truth_run,wrong", [p[1:] for p in PAIRS], ids=[p[0] for p in PAIRS])
+@pytest.mark.slow
+def test_reliability_table_is_the_validation(forecast, request, run, target, given, truth_run, wrong):  # noqa: ARG001
+    """Every validation pair is classified into the kind whose row in reliability.KINDS holds it, with the error
+    this pair's forecast has now (to the percent the table keeps): the table is the validation, not a copy of it."""
+    from traceparse.whatif.reliability import KINDS
+
+    kind, pair = PAIR_KINDS[request.node.callspec.id]
+    doc = forecast(run, target, given)
+    assert doc["forecast_kind"]["kind"] == kind
+    error = doc["prediction"]["step_time_ns"] / measured_terms(truth_run)["step"] - 1
+    assert dict(KINDS[kind][1])[pair] == pytest.approx(error, abs=0.005 + 1e-9), (pair, error)
+    assert {p["pair"] for p in doc["forecast_kind"]["pairs"]} >= {pair}
+
+
+@pytest.mark.slow
+def test_the_measured_layout_is_the_reliable_kind(forecast):
+    """Forecasting the run's own layout is the kind 'measured', of error 0 (by construction, above), reliable."""
+    for run, target in (("ddp4", ""), ("pp4_zbv_m8", ""), ("pp4_gpipe_m4", "microbatches=4"), ("tp2", "tp=2")):
+        k = forecast(run, target)["forecast_kind"]
+        assert (k["kind"], k["error"], k["reliable"]) == ("measured", 0.0, True), (run, k)
+
+
+@pytest.mark.slow
 def test_the_optimizer_step_shrinks_with_the_states_a_device_updates(forecast):
     """ZeRO-1 and up update 1 / N_DP of the optimizer states (docs/parallelism.md 3.1): from DDP on 4 ranks, the
     forecast's optimizer time is the measured one / 4; the rest of compute stays."""
@@ -194,7 +264,7 @@ def test_the_optimizer_step_shrinks_with_the_states_a_device_updates(forecast):
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_micro_batches_held_follow_the_notes(schedule):
     """docs/parallelism.md 3.2: GPipe holds every micro-batch's activations; 1F1B, stage s at most N_PP - s."""
-    from analyzers.bubble import textbook_orders
+    from traceparse.models.pipeline import textbook_orders
     from traceparse.whatif.activations import held
 
     p, m = 4, 8
@@ -206,6 +276,7 @@ def test_micro_batches_held_follow_the_notes(schedule):
 
 @pytest.mark.parametrize("target,run", [("microbatches=8", "pp4_gpipe_m8_memory"),
                                         ("pp_schedule=1f1b,microbatches=8", "pp4_1f1b_m8_memory")])
+@pytest.mark.slow
 def test_activations_from_the_memory_timeline_within_10_percent(forecast, target, run):
     """What one micro-batch holds, measured on GPipe m = 4, times what the target holds, against what the target
     run's steps allocate (memory.step_growth) less its gradients (params_per_rank x dtype_bytes, truth.json) where
@@ -229,6 +300,7 @@ def test_without_memory_events_activations_are_unknown_not_zero(forecast):
 
 
 @pytest.mark.parametrize("run,target", [("tp2", "tp=2"), ("dp4_ep2", "ep=4")], ids=["phi unknown", "ep changes"])
+@pytest.mark.slow
 def test_unknown_memory_prints_as_unknown(run, target):
     """Without Phi (TP hides shard shapes, no stated params), or with N_EP changed (the experts a device holds
     change, the dense parameters do not, and the run does not tell them apart), memory is unknown, not 0."""
@@ -245,6 +317,7 @@ def test_every_input_names_its_source(forecast):
     assert doc["prediction"]["bytes_per_rank_per_step"]["tp"] == truth_bytes("dp2_tp2", "tp")
 
 
+@pytest.mark.slow
 def test_cli_text_and_json():
     runner = CliRunner()
     out = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "zero_stage=2"])
@@ -290,10 +363,80 @@ def test_sweep_applies_the_node_heads_and_memory_bounds():
         elif t["pp"] <= truth("ddp4")["model"]["layers"]:
             assert (c["excluded"] is None) == (mem <= bound * (1 + 1e-12)), c
     kept = [c["prediction"]["step_time_ns"] for c in doc["candidates"] if not c["excluded"]]
-    assert kept == sorted(kept) and kept  # ranked, fastest first
+    tiers = [c["tier"] for c in doc["candidates"] if not c["excluded"]]
+    assert tiers == sorted(tiers, key=TIERS.index) and kept  # reliable forecasts first, then the others
+    for tier in set(tiers):  # ranked, fastest first, within each
+        part = [ns for ns, t in zip(kept, tiers, strict=True) if t == tier]
+        assert part == sorted(part)
     zero2 = next(c for c in doc["candidates"] if (c["layout"]["dp"], c["layout"]["zero_stage"]) == (4, 2))
     assert zero2["excluded"] is None
     assert zero2["prediction"]["bytes_per_rank_per_step"] == {"dp": truth_bytes("fsdp2_zero2_dp4", "dp")}
+
+
+def test_sweep_leads_with_a_reliable_forecast():
+    """On ddp4 the fastest predicted layout (tp4) is a forecast of a kind validated off by -65%: the sweep's top row
+    is of a kind whose validated error is within the reliable bound, and every row of a reliable kind comes before
+    every other; each unreliable or unvalidated row is marked so."""
+    from traceparse.whatif.reliability import KINDS, RELIABLE
+
+    doc = sweep()
+    top = doc["candidates"][0]
+    assert top["excluded"] is None and top["prediction"]["step_time_ns"] is not None
+    assert top["forecast_kind"]["error"] is not None and abs(top["forecast_kind"]["error"]) <= RELIABLE
+    assert all(abs(e) <= RELIABLE for _, e in KINDS[top["forecast_kind"]["kind"]][1])
+    assert (top["layout"]["dp"], top["layout"]["tp"]) != (1, 4)
+    seen_unreliable = False
+    for c in doc["candidates"]:
+        k = c["forecast_kind"]
+        assert k["reliable"] == (k["error"] is not None and abs(k["error"]) <= RELIABLE)
+        if not c["excluded"] and c["prediction"]["step_time_ns"] is not None:
+            assert c["tier"] == ("reliable" if k["reliable"] else "not_reliable" if k["error"] is not None
+                                 else "not_validated")
+            seen_unreliable |= not k["reliable"]
+            assert not (k["reliable"] and seen_unreliable), c
+    tp4 = next(c for c in doc["candidates"] if (c["layout"]["dp"], c["layout"]["tp"]) == (1, 4))
+    assert tp4["forecast_kind"]["kind"] == "tp" and tp4["forecast_kind"]["error"] == dict(KINDS["tp"][1])[
+        "tensor parallel: tp4 from tp2"] and tp4["tier"] == "not_reliable"
+    counts = doc["reliability"]["tiers"]
+    assert counts["reliable"] >= 1 and counts["not_reliable"] + counts["not_validated"] >= 1
+
+
+def test_every_sweep_row_states_its_kind_and_error():
+    """Text: every candidate's line names its kind and its validated error (or that it has none), and the sweep
+    says how many it cannot forecast reliably."""
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4"), "--sweep"])
+    assert got.exit_code == 0, got.output
+    doc = sweep()
+    rows = [line for line in got.output.splitlines() if line.startswith("  ") and ". dp=" in line]
+    assert len(rows) == len(doc["candidates"])
+    for line, c in zip(rows, doc["candidates"], strict=True):
+        k = c["forecast_kind"]
+        label = " + ".join(k["changes"]) if k["kind"] == "cross" else k["kind"]
+        assert f"kind {label}, " in line, line
+        want = "error unknown (not validated)" if k["error"] is None else "error 0%" if k["error"] == 0 else \
+            f"error {k['error']:+.0%}"
+        assert want in line, line
+    n = doc["reliability"]["tiers"]
+    bad = n["not_reliable"] + n["not_validated"] + n["step_unknown"]
+    assert f"cannot be forecast reliably: {bad} of the {len(rows) - n['excluded']} layouts kept" in got.output
+
+
+def test_an_unknown_step_names_what_would_make_it_forecastable():
+    """pp4_1f1b_m4 has no data-parallel collective, so the dp bytes (and the step) of a dp > 1 layout are unknown:
+    the row says to state the parameter count with --given params=N, and stating it gives every such row a step."""
+    def rows(*args):
+        got = CliRunner().invoke(main, ["whatif", str(RUNS / "pp4_1f1b_m4"), "--sweep", "--format", "json", *args])
+        assert got.exit_code == 0, got.output
+        return json.loads(got.stdout)["candidates"]
+
+    unknown = [c for c in rows() if c["prediction"]["step_time_ns"] is None]
+    assert unknown and all(c["tier"] in ("step_unknown", "excluded") for c in unknown)
+    for c in unknown:
+        assert "dp: " in c["remedy"] and "--given params=N" in c["remedy"], c["remedy"]
+    text = CliRunner().invoke(main, ["whatif", str(RUNS / "pp4_1f1b_m4"), "--sweep"]).output
+    assert "no step time (what would make it forecastable):" in text and "state it with --given params=N" in text
+    params = truth("pp4_1f1b_m4")["model"]["params"]
+    assert all(c["prediction"]["step_time_ns"] is not None for c in rows("--given", f"params={params}"))
 
 
 def test_whatif_needs_a_layout_or_sweep():
@@ -301,6 +444,7 @@ def test_whatif_needs_a_layout_or_sweep():
     assert got.exit_code == 2 and "either --layout TARGET (or --balanced) or --sweep" in got.output
 
 
+@pytest.mark.slow
 def test_communication_fit_is_least_squares_of_time_on_bytes():
     """Per (strategy, op, group size) on a real RCCL trace: the fit equals statistics.linear_regression over
     the profiled operations (bytes: the larger of input and output; time: execution, else the CPU call)."""
@@ -327,6 +471,7 @@ def test_communication_fit_is_least_squares_of_time_on_bytes():
 
 @pytest.mark.parametrize("args,bars", [(["--sweep"], "kept"), (["--layout", "microbatches=8"], 2)],
                          ids=["sweep", "one"])
+@pytest.mark.slow
 def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
     run = "ddp4" if args[0] == "--sweep" else "pp4_gpipe_m4"
     out = tmp_path / "whatif.html"
@@ -335,6 +480,10 @@ def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
     seen = browser_page(out, screenshot=tmp_path / "page.png")
     assert seen.console_errors == [] and seen.page_errors == [] and seen.requests == []
     assert seen.charts == 1 and seen.chart_errors == 0
+    body = out.read_text().rsplit("</head>", 1)[1]  # past the inlined Vega bundle (which has a "</head>" of its own)
+    assert "<table>" in body  # a table, not a <pre> block cut at the right edge
+    if bars == "kept":
+        assert "<pre" not in body and "validated step-time error" in seen.text
     if bars == "kept":  # every layout the sweep kept and could time is a bar, named in the page's text
         doc = json.loads(CliRunner().invoke(main, ["whatif", str(RUNS / run), *args, "--format", "json"]).stdout)
         kept = [c for c in doc["candidates"] if not c["excluded"] and c["prediction"]["step_time_ns"] is not None]
@@ -343,6 +492,32 @@ def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
         assert "measured run" in seen.text
 
 
+@pytest.mark.parametrize("args", [["--sweep"], ["--layout", "microbatches=8"]], ids=["sweep", "one"])
+def test_html_page_wraps_at_a_narrow_width(browser_page, tmp_path, args):  # noqa: ARG001 (skips without Chromium)
+    """At 480 px the page does not scroll sideways: the table's cells wrap, the chart takes the page's width."""
+    from playwright.sync_api import sync_playwright
+
+    from browser import chromium_path
+
+    run = "ddp4" if args[0] == "--sweep" else "pp4_gpipe_m4"
+    out = tmp_path / "whatif.html"
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / run), *args, "--format", "html", "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 480, "height": 900})
+            page.route("**/*", lambda route: route.continue_() if route.request.url == out.as_uri() else route.abort())
+            page.goto(out.as_uri(), wait_until="load")
+            page.wait_for_function("() => document.querySelector('.chart svg, .chart canvas')", timeout=30_000)
+            wide = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth, "
+                                 "document.querySelector('table').getBoundingClientRect().right]")
+        finally:
+            browser.close()
+    assert wide[0] <= wide[1] and wide[2] <= wide[1], wide
+
+
+@pytest.mark.slow
 def test_balanced_stages_compute_the_stages_mean(forecast):
     """--balanced: every stage computes the measured compute per layer (mean over the stages), so the target's
     compute per rank is the stages' mean action compute, and the step is shorter than with the heavy stage."""
@@ -359,6 +534,7 @@ def test_balanced_stages_compute_the_stages_mean(forecast):
     assert split["step_time_ns"] < kept["step_time_ns"]
 
 
+@pytest.mark.slow
 def test_the_replay_is_the_formula_for_equal_stages_and_more_for_a_heavy_one(forecast):
     t = truth("pp4_1f1b_heavy_m4")["layout"]
     p = t["pp"]

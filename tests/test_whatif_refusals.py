@@ -59,10 +59,12 @@ def refused(got, *words):
     ("layers=3", [excluded({"tp": 1, "pp": 4}, {}, 3, None), "(whatif --sweep excludes this layout)"]),
     ("layers=6", ["6 layers do not divide into 4 equal stages"]),
 ])
+@pytest.mark.slow
 def test_an_impossible_target_is_refused(cli, target, words):
     refused(cli("whatif", GPIPE, "--layout", target), *words)
 
 
+@pytest.mark.slow
 def test_the_run_own_split_is_not_refused(cli):
     """pp4_1f1b_heavy_m4 holds 5 layers on 4 stages, which the sweep excludes: the run shows that it runs."""
     for args in (["--balanced"], ["--layout", "microbatches=8"]):
@@ -132,6 +134,7 @@ TARGETS = ["microbatches=1", "microbatches=3", "microbatches=64", f"microbatches
 
 @pytest.mark.parametrize("run", ["pp4_gpipe_m4", "pp4_1f1b_heavy_m4", "pp4_gpipe_m4_memory", "pp4_interleaved_m4",
                                  "pp4_zbv_m8", "ddp4"])
+@pytest.mark.slow
 def test_no_forecast_term_is_negative(run):
     from traceparse.layout.stated import parse_stated
 

@@ -11,14 +11,14 @@ phase of each call; the real runs fsdp2_zero{2,3}_accum_dp4 check the stage agai
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import committed_runs
 from rule_traces import autograd, cpu, gloo, optimizer, same_on_2
 from traces import rows
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ACCUM_RUNS = ("fsdp2_zero2_accum_dp4", "fsdp2_zero3_accum_dp4")
+RUNS = committed_runs(*ACCUM_RUNS)
 
 
 def phases_and_variants(con):
@@ -82,8 +82,8 @@ def test_without_forward_compute_the_step_is_one_pass(tmp_path):
 
 # --- the real runs --------------------------------------------------------------------------------------
 
-@pytest.mark.skipif(not all((RUNS / n / "truth.json").exists() for n in ACCUM_RUNS), reason="fixture runs not generated")
 @pytest.mark.parametrize("name", ACCUM_RUNS)
+@pytest.mark.slow
 def test_fsdp2_accumulation_runs_keep_their_configured_stage(name, store):
     from fixtures.configs import CONFIGS
 

@@ -35,7 +35,7 @@ def _engine(ctx, param, value):
 
 
 def store_options(f):
-    """--db, --no-cache, --allow-mixed; and where parsing runs (--engine, --address, --stage: read by _open)."""
+    """--db, --no-cache, --allow-mixed; --window, where parsing runs (--engine, --address, --stage): read by _open."""
     f = click.option("--stage", "stage_root", metavar="DIR", expose_value=False, callback=_engine,
                      help="Stage the per-rank Parquet under DIR (with --engine ray on a cluster: a folder every "
                      "node reaches).")(f)
@@ -44,6 +44,9 @@ def store_options(f):
     f = click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
                      expose_value=False, callback=_engine,
                      help="Parse the ranks on a local process pool, or as Ray tasks (the ray extra).")(f)
+    f = click.option("--window", metavar="STEP|latest", expose_value=False, callback=_engine,
+                     help="Of a job profiled in several windows (several files per rank): load the window holding "
+                     "profiler step STEP; default: each rank's latest.")(f)
     f = click.option("--allow-mixed", is_flag=True, help="Load files from different runs together.")(f)
     f = click.option("--no-cache", is_flag=True, help="Parse again and keep no store.")(f)
     f = click.option("--db", help="Store path (default: a per-user cache).")(f)
@@ -172,7 +175,11 @@ def main(debug):  # noqa: ARG001 -- read by Main.invoke from ctx.params
 @click.option("-o", "--output", metavar="FILE",
               help="Write the report to FILE (whole: a temporary file moved into place) instead of stdout.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(0, 10_000),
-              help="How many of the heaviest kernels/ops to show.")
+              help="How many of the heaviest kernels/ops to list (the text report of a run of more than 8 ranks "
+              "shows 5 of them unless --top or --full is given).")
+@click.option("--full", is_flag=True, help="Text: every per-rank table whole (each rank's totals, imbalance numbers, "
+              "pipeline stage and busy time per thread) and every listed kernel; by default a run of more than 8 "
+              "ranks shows the min / median / max rank and the ranks the checks name. JSON and HTML are always whole.")
 @layout_option
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), help="Exit with 1 when a check reaches this status.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
@@ -182,7 +189,7 @@ def main(debug):  # noqa: ARG001 -- read by Main.invoke from ctx.params
               "the run history HISTORY (a DuckDB file, created when missing; traceparse dashboard draws it).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=_labels,
               help="A label of the recorded run (repeatable): commit=abc123, job=llama-8b.")
-def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, quiet, history, labels, output):
+def analyze(paths, db, no_cache, allow_mixed, fmt, top, full, layout, fail_on, color, quiet, history, labels, output):
     """Load the per-rank traces PATHS (files, globs, folders) and report on the run."""
     if labels and not history:
         raise click.UsageError("--label needs --record HISTORY")
@@ -191,8 +198,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
         from traceparse.history.store import check
 
         _history(check, history)  # before the analysis: a path that is no history fails at once
-    from traceparse.document.cache import cached
-    from traceparse.document import document
+    from traceparse.document import analyze_document
     from traceparse.layout.stated import parse_stated
     from traceparse.progress import load_bar
 
@@ -200,7 +206,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
     with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
         if bar:
             bar.close()  # loaded: the bar is gone before anything else is printed
-        doc = cached(con, "analyze", {"top": top, "stated": stated}, lambda: document(con, top, stated), not no_cache)
+        doc = analyze_document(con, top, stated, not no_cache)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
@@ -215,7 +221,11 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
         from traceparse.render.colour import colour_wanted, paint
         from traceparse.render.text import render
 
-        text, colour = render(doc), color == "always" if output else colour_wanted(color, sys.stdout)
+        from click.core import ParameterSource
+
+        top_given = click.get_current_context().get_parameter_source("top") != ParameterSource.DEFAULT
+        text = render(doc, full=full, kernels=top if full or top_given else None)
+        colour = color == "always" if output else colour_wanted(color, sys.stdout)
         out = paint(text) if colour else text
     _emit(out, output, colour)
     if history:
@@ -223,7 +233,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, layout, fail_on, color, 
 
         run_id = _history(record, history, doc, labels, report=output)
         click.echo(f"traceparse: recorded as run {run_id} in {history}", err=True)
-    from traceparse.analyzers.base import at_least
+    from traceparse.status import at_least
 
     breached = [cid for cid, c in doc["checks"].items() if fail_on and at_least(c["status"], fail_on)]
     if breached:
@@ -366,8 +376,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
 def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, device_memory, fmt, output):
     """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
     every layout of its world size (--sweep)."""
-    from traceparse.document.cache import cached
-    from traceparse.document import document
+    from traceparse.document import TOP, analyze_document
     from traceparse.document import given as given_values
     from traceparse.layout.stated import parse_stated
     from traceparse.render.whatif import render_sweep, render_whatif, render_whatif_html
@@ -380,7 +389,7 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
     _check_output(output, paths, db)
     stated, wanted = parse_stated(given, "--given"), {**parse_stated(target), "balanced": balanced}
     with _open(paths, db, no_cache, allow_mixed) as con:
-        doc = cached(con, "analyze", {"top": 10, "stated": stated}, lambda: document(con, 10, stated), not no_cache)
+        doc = analyze_document(con, TOP, stated, not no_cache)  # analyze's default: the same kept document
         known = given_values(con, stated)[0]
         if do_sweep:
             out = sweep_document(con, doc, known, device_memory * 2**30 if device_memory else None)
@@ -425,63 +434,58 @@ def schema():
     click.echo(markdown())
 
 
-def _labelled(label: str, text: str, width: int = 100) -> str:
-    """``label:`` then the text wrapped to ``width``, a sentence to a paragraph (long definitions read as lines)."""
-    import re
-    import textwrap
-
-    sentences = re.split(r"(?<=\.)\s+(?=[A-Z])", text.strip())
-    lines = [f"  {label}:"]
-    for sentence in sentences:
-        lines += textwrap.wrap(sentence, width=width, initial_indent="    ", subsequent_indent="      ",
-                               break_on_hyphens=False, break_long_words=False)
-    return "\n".join(lines)
-
-
 @main.command()
 @click.argument("ident")
 def explain(ident):
     """Print the definition of a metric, check, rule, or vocabulary table (compute_intervals, ...)."""
+    from dataclasses import asdict
+
     from traceparse.analyzers import specs
-    from traceparse.tagging.comm_kernels import load_rules as load_kernel_rules
     from traceparse.document.glossary import METRICS
+    from traceparse.render import explain as fmt
+    from traceparse.store.schema import VOCABULARY
+    from traceparse.tagging.comm_kernels import load_rules as load_kernel_rules
     from traceparse.tagging.rules import load_rules
 
     check = specs().get(ident)
+    rule = None if check else next((r for r in load_rules() if r.id == ident), None)
+    kernel = None if check or rule else next((r for r in load_kernel_rules() if r.id == ident), None)
     if check:
-        click.echo(f"{check.id}: {check.title}")
-        for label in ("definition", "numerator", "denominator", "needs", "notes"):
-            click.echo(_labelled(label, getattr(check, label)))
-        return
-    rule = next((r for r in load_rules() if r.id == ident), None)
-    if rule:
-        click.echo(f"{rule.id}: {rule.title}\n  tags: {rule.strategy} / {rule.variant} (priority {rule.priority}, "
-                   f"confidence {rule.confidence})\n  when: {rule.when}\n  why: {rule.why}")
-        _echo_examples(rule)
-        return
-    kernel = next((r for r in load_kernel_rules() if r.id == ident), None)
-    if kernel:
-        click.echo(f"{kernel.id}: {kernel.title}\n  kind: {kernel.kind} (a kernel whose name matches the pattern is "
-                   f"one {kernel.op} of its own, comm_ops.source = 'custom_kernel')\n  op: {kernel.op}\n"
-                   f"  pattern: {kernel.pattern}\n  why: {kernel.why}")
-        _echo_examples(kernel)
-        return
-    from traceparse.store.schema import VOCABULARY
-
-    concept = VOCABULARY.get(ident)
-    if concept:
-        comment, cols = concept
-        click.echo(f"{ident}: {comment}")
-        for c, t, doc in cols:
-            click.echo(f"  {c} ({t}): {doc}")
-        return
-    if ident not in METRICS:
+        text = fmt.render_check(asdict(check))
+    elif rule:
+        text = fmt.render_rule(asdict(rule))
+    elif kernel:
+        text = fmt.render_kernel_rule(asdict(kernel))
+    elif ident in VOCABULARY:
+        comment, cols = VOCABULARY[ident]
+        text = fmt.render_vocabulary(ident, comment, cols)
+    elif ident in METRICS:
+        title, definition, denominator = METRICS[ident]
+        text = fmt.render_metric(ident, title, definition, denominator)
+    else:
         known = (sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()] + [r.id for r in load_kernel_rules()]
                  + list(VOCABULARY))
         click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
         sys.exit(2)
-    title, definition, denominator = METRICS[ident]
-    click.echo(f"{ident}: {title}\n  definition: {definition}\n  reported as: {denominator}")
+    click.echo(text)
+
+
+@main.command()
+@click.argument("section", required=False)
+def docs(section):
+    """Print SECTION of the parallelism reference (docs/parallelism.md, which findings and explain cite as
+    'docs/parallelism.md 3.2': traceparse docs 3.2), or its table of contents."""
+    from traceparse.document.reference import parallelism_text, section as find_section, sections, table_of_contents
+
+    text = parallelism_text()
+    if not section:
+        click.echo(table_of_contents(text))
+        return
+    found = find_section(text, section)
+    if found is None:
+        known = ", ".join(n for n, *_ in sections(text))
+        raise click.UsageError(f"no section {section!r} in docs/parallelism.md; the sections: {known}")
+    click.echo(found)
 
 
 @main.command()
@@ -557,13 +561,6 @@ def _emit(text: str, output, color=None):
         click.echo(text, color=color)
 
 
-def _echo_examples(rule):
-    for ex in rule.must_match:
-        click.echo(f"  matches: {ex}")
-    for ex in rule.must_not_match:
-        click.echo(f"  does not match: {ex}")
-
-
 @main.command()
 @click.argument("history")
 @click.option("-o", "--output", required=True, metavar="PAGE", help="The HTML page to write (offline, one file).")
@@ -576,16 +573,16 @@ def dashboard(history, output, by, thresholds):
     """Write one offline page of the run history HISTORY (analyze --record): each metric group over the runs,
     filterable by series, regressions against the previous run of the same series, links to the reports."""
     from traceparse.history.compare import load_thresholds
+    from traceparse.history.dashboard import dashboard_data
     from traceparse.history.store import read
-    from traceparse.render.dashboard import render_dashboard
-
     from traceparse.output import write_output
+    from traceparse.render.dashboard import render_dashboard
 
     limits = load_thresholds(list(thresholds))
     _check_output(output, (), history)
     hist = _history(read, history)
-    page, regressions = render_dashboard(hist, Path(output), by, limits)
-    write_output(output, page)
+    data, regressions = dashboard_data(hist, Path(output), by, limits)
+    write_output(output, render_dashboard(data))
     click.echo(f"{output}: {len(hist.runs)} runs, {regressions} regressed metric(s)")
 
 

@@ -1,4 +1,5 @@
-"""The checks' thresholds: ``rules/thresholds.toml``, one table per check, the only place they are set."""
+"""The checks' thresholds: ``rules/thresholds.toml``, one table per check and a `[stages]` table the bubble and
+imbalance checks share; the only place they are set."""
 
 import tomllib
 from functools import cache

@@ -1,8 +1,9 @@
 """Seeded mutation cases: damaged traces and command lines, each with the outcome it must get.
 
-``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (the issue's nine, plus
-truncation and gzip damage, plus the surface classes of ``surfaces.py``: -o targets, run histories,
-argument checks, the API called at once; and hostile Flight Recorder dumps, ``dumps.py``), each class's operators taken in a seeded order so that a small sample
+``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (``CLASSES``: nine kinds of hostile
+input, from huge exponents to bad command-line arguments, plus truncation and gzip damage, plus the surface
+classes of ``surfaces.py``: -o targets, run histories, argument checks, the API called at once; and hostile
+Flight Recorder dumps, ``dumps.py``), each class's operators taken in a seeded order so that a small sample
 still meets every operator, plus one ``control`` case (the unmutated input) per input arrangement the
 cases use: the controls run first and give the load issues an unmutated input has, so that a
 mutated case can tell a new load issue (the damage reported) from one the input always had.
@@ -36,7 +37,7 @@ from functools import cache
 from .bases import BASES, REPO, Doc, Member, scan, tiny_text
 
 CLASSES = {
-    "exponent": "numbers with huge negative exponents (1e-999999999) in ts/dur (issue class 1)",
+    "exponent": "numbers with huge negative exponents (1e-999999999) in ts/dur (class 1)",
     "bad_value": "NaN/Infinity literals, args not an object, invalid UTF-8, lone surrogates, a trailing comma "
                  "in one event or in a header after the events (class 2)",
     "odd_value": "values that load but may upset the checks: null/negative/string dur and ts, rank -1, "
@@ -499,7 +500,8 @@ def op_trailing_comma(rng):
 
 @op("bad_value")
 def op_bad_value_in_trailer_info(rng):
-    """The issue's case: distributedInfo after the events, with a NaN in it."""
+    """A distributedInfo written after traceEvents with a NaN (or a lone surrogate) in one of its keys: the rank
+    must still be read from it, and a NaN said as a load issue."""
     value = rng.choice(NONFINITE + ['"\\ud800"'])
     key = rng.choice(["nccl_version", "pg_count", "zz_unknown"])
 

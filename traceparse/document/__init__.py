@@ -14,6 +14,7 @@ from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
 
 VERSION = 1
+TOP = 10  # analyze --top's default: how many of the heaviest kernels/ops the document lists
 
 
 def _plain(doc: dict) -> dict:
@@ -69,7 +70,18 @@ def document(con, top=10, stated=None) -> dict:
     })
 
 
-def analyze(paths, layout=None, top=10, db=None, use_cache=True, allow_mixed=False) -> dict:
+def analyze_document(con, top=TOP, stated=None, use_cache=True) -> dict:
+    """The analyze document of the store ``con``: kept beside the store and read back while the store, traceparse
+    and the options (``top``, ``stated``) are unchanged (``traceparse.document.cache``); ``use_cache`` False builds
+    it and keeps nothing. ``traceparse analyze`` and ``traceparse whatif`` (which reads the document with ``TOP``)
+    share one kept document."""
+    from traceparse.document.cache import cached
+
+    stated = stated or {}
+    return cached(con, "analyze", {"top": top, "stated": stated}, lambda: document(con, top, stated), use_cache)
+
+
+def analyze(paths, layout=None, top=TOP, db=None, use_cache=True, allow_mixed=False) -> dict:
     """Load the traces ``paths`` (files, globs, folders) and return the analyze document.
 
     ``layout``: what is known of the layout, as ``traceparse analyze --layout`` takes it (a string

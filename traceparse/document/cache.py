@@ -33,7 +33,7 @@ def _digest(con, store: Path, kind: str, options: dict) -> str:
 
 def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     """The document ``build()`` returns for this store, command (``kind``) and ``options``, read back when kept.
-    The temporary file (``traceparse.load.run.temp_beside``) of a killed process is removed with the cache's other
+    The temporary file (``traceparse.cache_dir.temp_beside``) of a killed process is removed with the cache's other
     leftovers."""
     store = store_file(con) if keep else None
     if store is None:
@@ -44,7 +44,7 @@ def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     except (OSError, ValueError):
         pass
     doc = build()
-    from traceparse.load.run import temp_beside
+    from traceparse.cache_dir import temp_beside
 
     tmp = temp_beside(path)
     try:

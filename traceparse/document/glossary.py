@@ -131,7 +131,7 @@ METRICS = {
         "(most forwards without their backward on a rank) x one micro-batch's activations, measured: "
         "(memory.step_growth - the gradients where they exist at the peak) / the micro-batches the run's order "
         "holds (x layers per chunk and work per device where the stages change), the rank holding the most; bubble = the notes' formula for the target schedule (3.2); "
-        "bubble_replay = the target's order (as for the step, below) replayed (analyzers.bubble.replay) with the "
+        "bubble_replay = the target's order (as for the step, below) replayed (models.pipeline.replay) with the "
         "target's compute per action (forward, backward, split backward) per micro-batch and "
         "stage (bubble.action_ns of the run: each stage's own where the target keeps the stages, else the measured "
         "compute per layer, mean over the stages, x layers per chunk; x N_TP N_CP N_SP measured / target), "

@@ -28,17 +28,16 @@ HAVING count(DISTINCT rank) = (SELECT count(DISTINCT rank) FROM step_windows)
 ORDER BY mean_ns, step NULLS FIRST
 """
 
-SQL_INTERVALS = """
-SELECT {{'rank': rank, 'kind': 'compute', 'strategy': NULL::VARCHAR}} AS k, start_ns AS s, end_ns AS e, name
-FROM compute_intervals WHERE in_window AND step IS NOT DISTINCT FROM {step}
-UNION ALL
-SELECT {{'rank': rank, 'kind': 'comm', 'strategy': coalesce(strategy, 'untagged')}}, start_ns, end_ns, name
-FROM comm_intervals WHERE in_window AND counted AND step IS NOT DISTINCT FROM {step}
-"""
-
+# the chosen step is the variable timeline_step (a parameter: the query text is constant)
 SQL_BARS = """
 SELECT k.rank, k.kind, k.strategy, min(s) AS s, max(e) AS e, count(*) AS intervals, arg_max(name, e - s) AS name
-FROM interval_pieces('{q}', true)
+FROM interval_pieces($$
+    SELECT {'rank': rank, 'kind': 'compute', 'strategy': NULL::VARCHAR} AS k, start_ns AS s, end_ns AS e, name
+    FROM compute_intervals WHERE in_window AND step IS NOT DISTINCT FROM getvariable('timeline_step')
+    UNION ALL
+    SELECT {'rank': rank, 'kind': 'comm', 'strategy': coalesce(strategy, 'untagged')}, start_ns, end_ns, name
+    FROM comm_intervals WHERE in_window AND counted AND step IS NOT DISTINCT FROM getvariable('timeline_step')
+$$, true)
 GROUP BY k, piece ORDER BY k.rank, k.kind, k.strategy NULLS FIRST, s
 """
 
@@ -59,12 +58,11 @@ def timeline(con, max_bars: int = MAX_BARS) -> dict:
     found, step = chosen_step(con)
     if not found:
         return {"step": None, "rows": [], "reason": "no step window that every rank has"}
-    lit = "NULL" if step is None else str(int(step))
-    windows = rows(con, "SELECT rank, start_ns, dur_ns FROM step_windows WHERE step IS NOT DISTINCT FROM "
-                        f"{lit} ORDER BY rank")
+    windows = rows(con, "SELECT rank, start_ns, dur_ns FROM step_windows WHERE step IS NOT DISTINCT FROM ? "
+                        "ORDER BY rank", [step])
     origin = min(w["start_ns"] for w in windows)
-    inner = SQL_INTERVALS.format(step=lit).replace("'", "''")
-    pieces = rows(con, SQL_BARS.format(q=inner))
+    con.execute("SET VARIABLE timeline_step = ?", [step])
+    pieces = rows(con, SQL_BARS)
     bars, gap = merge_close(pieces, max_bars)
     return {
         "step": step,

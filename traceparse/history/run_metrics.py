@@ -18,7 +18,7 @@ Groups and ids:
   (same group, unit and direction), the per-step work when runs differ in micro-batches per step
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.tagging.rules import STRATEGIES
@@ -39,9 +39,6 @@ class Metric:
     # the metric per profiled step (same unit), when the run has them: the step-to-step variation compare
     # judges a change against; not recorded in a history
     samples: tuple | None = field(default=None, compare=False)
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "samples"}
 
 
 def run_metrics(doc: dict) -> dict[str, Metric]:

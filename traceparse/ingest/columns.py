@@ -219,9 +219,10 @@ def _ns(text, bounds):
     return ns if bounds[0] <= ns < bounds[1] else None
 
 
-def event_tables(batch, first_id: int, problems):
+def event_tables(batch, first_id: int, problems, steps: set | None = None):
     """Split one decoded batch into the staged tables. Returns (tables, n_complete); what a value
-    cost (an event, a field) is counted in ``problems``."""
+    cost (an event, a field) is counted in ``problems``; the N of each usable ``ProfilerStep#N`` window is added
+    to ``steps`` when given."""
     complete = [e for e in batch if e.ph == "X"]
     ts, missing, bad = nanoseconds([e.ts for e in complete], TS_NS)
     if missing or bad:
@@ -241,15 +242,16 @@ def event_tables(batch, first_id: int, problems):
         [_comm_args(args, first_id, problems), _shape_comm_args(complete, args, shaped.to_pylist(), first_id)]
     )
     tables["op_args"] = _op_args(args, first_id)
-    _check_steps(complete, names, events["dur_ns"], problems)
+    _check_steps(complete, names, events["dur_ns"], problems, steps)
     other = [e for e in batch if e.ph != "X"]
     tables["threads"] = _threads([e for e in other if e.ph == "M"], problems)
     tables["memory"] = _memory([e for e in other if e.name == "[memory]" or e.cat == "[memory]"], problems)
     return tables, len(complete)
 
 
-def _check_steps(complete, names, durs, problems):
-    """ProfilerStep#N windows load.sql cannot use (no step number below 2^63, no duration) are said."""
+def _check_steps(complete, names, durs, problems, steps=None):
+    """ProfilerStep#N windows load.sql cannot use (no step number below 2^63, no duration) are said; the N of the
+    others go to ``steps`` (when given)."""
     idx = pc.indices_nonzero(pc.fill_null(pc.starts_with(names, "ProfilerStep#"), False)).to_pylist()
     for i in idx:
         e = complete[i]
@@ -260,6 +262,8 @@ def _check_steps(complete, names, durs, problems):
             problems["ProfilerStep#N annotation(s) without a step number below 2^63: not used as steps"] += 1
         elif durs[i].as_py() is None:
             problems["ProfilerStep#N annotation(s) without a duration: not used as steps"] += 1
+        elif steps is not None:
+            steps.add(int(m[1]))
 
 
 def _events(ev, ts, first_id, problems):

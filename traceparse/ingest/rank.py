@@ -37,10 +37,11 @@ def parse_rank_file(path, out_dir) -> dict:
     writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
     n_all = n_complete = 0
     max_ts = None
+    steps = set()  # the trace's ProfilerStep#N: which profiled window of the job this file is
     problems = splitter.problems  # load-issue text -> count, from the splitter and the columns alike
     try:
         for batch in splitter.batches():
-            tables, n = event_tables(batch, n_complete, problems)
+            tables, n = event_tables(batch, n_complete, problems, steps)
             for name, table in tables.items():
                 if table.num_rows:
                     writers[name].write_table(table)
@@ -53,10 +54,10 @@ def parse_rank_file(path, out_dir) -> dict:
     finally:
         for w in writers.values():
             w.close()
-    return _summary(path, splitter, n_all, n_complete, out_dir, max_ts)
+    return _summary(path, splitter, n_all, n_complete, out_dir, max_ts, steps)
 
 
-def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
+def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None, steps=()):
     h = splitter.header
     info = h.distributedInfo if isinstance(h.distributedInfo, dict) else {}
     issues = []
@@ -123,6 +124,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None):
         "n_events": n_all,
         "n_complete": n_complete,
         "cut_off": splitter.salvage is not None,
+        "steps": [min(steps), max(steps)] if steps else None,  # first and last ProfilerStep#N (load.windows)
         "plugin": read_metadata(h.traceparse, world_size, issues),
         "issues": issues,
     }

@@ -30,17 +30,12 @@ cannot be told apart: W sends nothing, and a V's sends have the counts and sizes
 of a chain with 2m micro-batches.
 """
 
-import re
 from collections import Counter
+
 from traceparse.axes import AXES, MODEL_AXES
+from traceparse.vocabulary.placement import placement
 
 FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
-FORWARD_OPS = ("aten::linear", "aten::mm", "aten::matmul", "aten::addmm", "aten::bmm", "aten::embedding",
-               "aten::convolution", "aten::scaled_dot_product_attention")
-PP_ANNOTATION = re.compile(r"^PP:(\d+)[A-Z_]*?(\d+)$")
-PP_COMPUTE = re.compile(r"^PP:(\d+)([FBIW])(\d+)$")
-PP_OVERLAP = re.compile(r"^PP:\((\d+)F(\d+);(\d+)B(\d+)\)OVERLAP_F_B$")
-GPIPE_ANNOTATION = re.compile(r"^(Forward|Backward) (\d+)$")
 
 
 def infer_layout(con) -> dict:
@@ -164,9 +159,8 @@ def _accumulation(con):
     step on every rank: DDP's / FSDP's forward annotations, else the backward passes on the thread
     that runs the steps that each follow forward compute (matmuls, embeddings) there."""
     per = con.execute(
-        f"""SELECT rank, step, count(*) FROM events
-            WHERE step IS NOT NULL AND name IN ({", ".join(f"'{n}'" for n in FORWARD_PASS)}) GROUP BY ALL"""
-    ).fetchall()
+        "SELECT rank, step, count(*) FROM events WHERE step IS NOT NULL AND list_contains(?, name) GROUP BY ALL",
+        [list(FORWARD_PASS)]).fetchall()
     source = "forward passes (" + " / ".join(FORWARD_PASS) + ")"
     if not per:
         per = _backward_passes(con)
@@ -183,30 +177,13 @@ def _accumulation(con):
 
 
 def _backward_passes(con):
-    rows = con.execute(
-        f"""SELECT e.rank, e.step, e.ts_ns, e.ts_ns + e.dur_ns, e.name LIKE 'autograd::engine::evaluate_function%'
-            FROM events e
-            JOIN (SELECT DISTINCT rank, tid FROM events WHERE name LIKE 'ProfilerStep#%') m
-              ON m.rank = e.rank AND m.tid = e.tid
-            WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
-              AND (e.name LIKE 'autograd::engine::evaluate_function%'
-                   OR e.name IN ({", ".join(f"'{n}'" for n in FORWARD_OPS)}))
-            ORDER BY e.rank, e.step, e.ts_ns, e.dur_ns DESC"""
+    """[(rank, step, passes)] per rank-step with forward compute or autograd frames on the main thread: the
+    vocabulary's backward passes (traceparse/vocabulary/phases.sql) that follow forward compute and have autograd
+    frames on the main thread."""
+    return con.execute(
+        """SELECT rank, step, count(DISTINCT pass) FILTER (WHERE autograd AND pass > 0)
+           FROM pass_events WHERE main_thread GROUP BY rank, step"""
     ).fetchall()
-    passes = Counter()
-    state = {}
-    for rank, step, ts, end, autograd in rows:
-        bwd_end, forward = state.get((rank, step), (None, False))
-        inside = bwd_end is not None and ts < bwd_end
-        if autograd:
-            if not inside and forward:
-                passes[(rank, step)] += 1
-                forward = False
-            bwd_end = end if bwd_end is None else max(bwd_end, end)
-        elif not inside:
-            forward = True
-        state[(rank, step)] = (bwd_end, forward)
-    return [(rank, step, passes[(rank, step)]) for rank, step in state]
 
 
 def _pipeline(con, pp):
@@ -235,47 +212,36 @@ def _pipeline(con, pp):
 
 
 def _zero_bubble(con, pp):
-    """(schedule, evidence) when the PP:<stage><action><mb> annotations show split backwards (I, W), else None."""
-    names = con.execute(
-        "SELECT DISTINCT rank, name FROM events WHERE cat = 'user_annotation' AND name LIKE 'PP:%'"
+    """(schedule, evidence) when the schedule annotations (pipeline_marks) show split backwards (I, W), else None."""
+    rows = con.execute(
+        """SELECT rank, list(DISTINCT stage), list(DISTINCT CASE WHEN fused THEN 'OVERLAP_F_B' ELSE action END)
+           FROM pipeline_marks WHERE stage IS NOT NULL AND (fused OR action IN ('F', 'B', 'I', 'W')) GROUP BY rank"""
     ).fetchall()
-    stages, kinds = {}, set()
-    for rank, n in names:
-        if g := PP_COMPUTE.match(n):
-            stages.setdefault(rank, set()).add(int(g.group(1)))
-            kinds.add(g.group(2))
-        elif g := PP_OVERLAP.match(n):
-            stages.setdefault(rank, set()).update((int(g.group(1)), int(g.group(3))))
-            kinds.add("OVERLAP_F_B")
+    stages = {rank: set(s) for rank, s, _ in rows}
+    kinds = {k for _, _, ks in rows for k in ks}
     if not kinds & {"I", "W"}:
         return None
     n_stages = max(max(s) for s in stages.values()) + 1
-    v_shaped = n_stages == 2 * pp and all(len(s) == 2 and min(s) + max(s) == n_stages - 1 for s in stages.values())
-    looped = all(len({x % pp for x in s}) == 1 for s in stages.values())
+    shape = placement(list(stages.values()), pp)
     split = "backward split into input-grad (I) and weight-grad (W) actions"
-    if v_shaped and kinds & {"OVERLAP_F_B", "B"}:
+    if shape == "v" and kinds & {"OVERLAP_F_B", "B"}:
         return "dualpipe_v", (f"{split}, V-shaped stages (rank p holds p and {n_stages - 1} - p) and "
                               + ("fused forward+backward pairs (OVERLAP_F_B)" if "OVERLAP_F_B" in kinds
                                  else "full backwards (B)") + ": DualPipeV")
-    if v_shaped:
+    if shape == "v":
         return "zbv_zero_bubble", f"{split} and V-shaped stages (rank p holds p and {n_stages - 1} - p): ZB-V"
-    if looped:
+    if all(len({x % pp for x in s}) == 1 for s in stages.values()):
         return "interleaved_zero_bubble", (f"{split} and looped stages (rank p holds p, p + {pp}, ...): "
                                            "interleaved zero bubble")
     return None
 
 
 def _from_annotations(con, pp):
-    names = [n for (n,) in con.execute(
-        "SELECT DISTINCT name FROM events WHERE cat = 'user_annotation' AND (name LIKE 'PP:%' OR regexp_matches(name, '^(Forward|Backward) \\d+$'))"
-    ).fetchall()]
-    stages, mbs = set(), set()
-    for n in names:
-        if m := PP_ANNOTATION.match(n):
-            stages.add(int(m.group(1)))
-            mbs.add(int(m.group(2)))
-        elif m := GPIPE_ANNOTATION.match(n):
-            mbs.add(int(m.group(2)))
+    stages, mbs = (set(x) for x in con.execute(
+        "SELECT coalesce(list(DISTINCT stage), []), coalesce(list(DISTINCT microbatch), []) FROM pipeline_marks "
+        "WHERE NOT fused").fetchone())
+    stages.discard(None)
+    mbs.discard(None)
     if not mbs:
         return None
     m = max(mbs) + 1

@@ -4,7 +4,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from traceparse.analyzers.bubble import FORMULAS
+from traceparse.models.pipeline import FORMULAS
 from traceparse.errors import TraceError
 from traceparse.store.query import rows
 from traceparse.axes import INT_LAYOUT_KEYS, LAYOUT_KEYS

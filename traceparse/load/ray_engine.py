@@ -1,6 +1,6 @@
 """Per-rank parsing as Ray tasks (``--engine ray``; the ``ray`` extra).
 
-Each file is parsed by one task, ``traceparse.load.run._parse_one``, where a Ray worker runs it: it writes the rank's
+Each file is parsed by one task, ``traceparse.load.parse.parse_one``, where a Ray worker runs it: it writes the rank's
 Parquet into the staging folder and returns the rank's small summary; the driver then builds the store from the
 summaries and the staged Parquet, as with the local pool. The staging folder must be readable and writable by
 every worker and the driver: on one machine, the default temporary folder; on a cluster, a shared path given
@@ -93,12 +93,12 @@ def _ray_for_the_load(ray, address, target):
 
 def _run(ray, jobs, where, report, limit):
     from traceparse.errors import TraceError
-    from traceparse.load.run import _parse_one
+    from traceparse.load.parse import parse_one
 
     deadline = time.monotonic() + limit
     refs = []
     try:
-        task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_parse_one)
+        task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(parse_one)
         refs += [task.remote(job) for job in jobs]
         index = {ref: i for i, ref in enumerate(refs)}
         pending = list(refs)

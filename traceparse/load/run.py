@@ -6,7 +6,6 @@ into place only when complete, so a failed load leaves nothing half-written.
 
 import atexit
 import hashlib
-import itertools
 import multiprocessing
 import os
 import re
@@ -24,18 +23,14 @@ from pathlib import Path
 from traceparse.version import __version__
 from traceparse.errors import TraceError, shown
 from traceparse.load.inputs import expand_inputs, folders_read, no_trace_files
+from traceparse.load.parse import parse_one
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
+from traceparse.load.windows import choose_windows, parse_window
+from traceparse.cache_dir import cache_dir, temp_beside
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
 # commands that load nothing start without them.
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("TRACEPARSE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "traceparse"
-    )
-    return Path(base)
 
 
 @cache
@@ -51,10 +46,10 @@ def code_identity() -> str:
     return h.hexdigest()
 
 
-def store_key(files: list[Path], allow_mixed: bool) -> str:
+def store_key(files: list[Path], allow_mixed: bool, window: int | None = None) -> str:
     """Identity of a load: the files (path, size, mtime; those of folders whether traces or not), the options
     and the code."""
-    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}".encode())
+    h = hashlib.sha256(f"{__version__}/{SCHEMA_VERSION}/{code_identity()}/{allow_mixed}/{window}".encode())
     for f in files:
         st = f.stat()
         h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
@@ -62,18 +57,23 @@ def store_key(files: list[Path], allow_mixed: bool) -> str:
 
 
 def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None, engine="local",
-             address=None, stage_root=None) -> tuple[Path, bool]:
+             address=None, stage_root=None, window=None) -> tuple[Path, bool]:
     """Load the traces named by ``paths`` into a store; return (store path, reused).
 
     ``engine``: ``local`` parses on a process pool here, ``ray`` as Ray tasks on the cluster at ``address``
     (``auto``, ``ray://host:port``; None: a cluster of this machine started for the load) with the per-rank
     Parquet staged under ``stage_root`` (a folder every worker can reach; default: the temporary folder).
 
+    ``window``: of a job profiled in several windows (several files of a rank, told apart by their
+    ProfilerStep#N), the one to load: None or ``"latest"`` (each rank's latest, said in a load issue), or a
+    profiler step number (``load.windows``).
+
     ``progress``, when given, is called ``progress(files_done, files_total, bytes_done, bytes_total)``
     (bytes: the files' sizes on disk) once as parsing begins, with nothing done, then once as each file
     is parsed; a reused store parses nothing and calls it never."""
     files, in_folders = expand_inputs(paths)
-    key = store_key(files, allow_mixed)
+    window = parse_window(window)
+    key = store_key(files, allow_mixed, window)
     remove_stale_leftovers()
     if db is not None:
         target = Path(db)
@@ -112,6 +112,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         summaries = [s for s in parsed if s.get("kind") != "flight_recorder"]
         dumps, dump_issues = _one_dump_per_rank(dumps)
         issues = dump_issues + [i for d in dumps for i in d["issues"]]
+        summaries, window_issues = choose_windows(summaries, window)
+        issues += window_issues
         issues += assign_ranks(summaries) if summaries else []
         issues += check_one_run(summaries, allow_mixed)
         issues += align_clocks(summaries)
@@ -122,7 +124,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
-        from traceparse.store.build import build_store
+        from traceparse.load.build import build_store
 
         build_store(tmp, summaries, issues, meta, dumps)
         os.replace(tmp, target)
@@ -181,7 +183,7 @@ def _clear_cache_entry(entry: Path):
 def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, **engine):
     """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
     with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``, ``engine``, ``address``,
-    ``stage_root``: as for load_run."""
+    ``stage_root``, ``window``: as for load_run."""
     path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress, **engine)
     temporary = db is None and not use_cache
     try:
@@ -219,7 +221,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
     if n <= 1 or len(jobs) == 1:
         results = []
         for i, job in enumerate(jobs):
-            results.append(_parse_one(job))
+            results.append(parse_one(job))
             report(i)
         return results
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
@@ -231,7 +233,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
         # Ctrl-C is held while the workers start: one interrupted half-way through its start would
         # print a traceback of its own once this process is gone
         with _main_not_rerun(), _sigint_held():
-            futures = {pool.submit(_parse_one, job): i for i, job in enumerate(jobs)}
+            futures = {pool.submit(parse_one, job): i for i, job in enumerate(jobs)}
         for done in as_completed(futures):
             if done.exception() is not None:
                 break  # raised below, as the first failed file in order
@@ -341,16 +343,6 @@ def _alive(pid: int) -> bool:
     return state != b"Z"
 
 
-_TEMP_IDS = itertools.count()
-
-
-def temp_beside(path: Path) -> Path:
-    """A name beside ``path`` for a file written then renamed over it, used by no other process or thread:
-    ``.<name>.<pid>-<n>.tmp``. What a killed process left under such a name in the cache is removed by
-    ``remove_stale_leftovers``."""
-    return path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMP_IDS)}.tmp")
-
-
 # in the cache: temp_beside's names (with DuckDB's journal .wal and spill folder .tmp of a store being built);
 # in the cache and the temporary folder: staging and temporary folders (traceparse-[stage-]<pid>-*)
 STALE_IN_CACHE = re.compile(r"^\.[^/]*\.(\d+)(?:-\d+)?\.tmp(?:\.wal|\.tmp)?$")
@@ -405,41 +397,6 @@ def _main_not_rerun():
             main.__dict__.pop("__file__", None)
             main.__dict__.pop("__spec__", None)
             main.__dict__.update(saved)
-
-
-def _parse_one(job):
-    from traceparse.ingest.flight_recorder import is_dump, read_dump
-    from traceparse.ingest.rank import parse_rank_file
-    from traceparse.load.inputs import DUMPS, not_a_trace
-
-    path, out, sniff = job
-    try:
-        if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
-            return {"kind": "flight_recorder", **read_dump(path)}
-        if (not sniff or path.suffix in DUMPS) and _pickled(path):  # named a dump, or a pickle in a folder
-            try:
-                return {"kind": "flight_recorder", **read_dump(path)}
-            except TraceError as e:
-                if not sniff:
-                    raise
-                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
-        if sniff and (why := not_a_trace(path)):
-            return {"kind": "skipped", "file": path, "why": why}
-        return parse_rank_file(path, out)
-    except TraceError:
-        raise
-    except OSError as e:
-        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
-
-
-def _pickled(path) -> bool:
-    from traceparse.ingest.flight_recorder import PICKLE
-
-    try:
-        with open(path, "rb") as f:
-            return f.read(1) == PICKLE
-    except OSError:
-        return False
 
 
 def _one_dump_per_rank(dumps) -> tuple[list[dict], list[tuple]]:

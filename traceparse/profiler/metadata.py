@@ -73,6 +73,34 @@ def collect(model=None, mesh=None, groups=None, optimizer=None, layout=None, mod
     }
 
 
+LAYOUT_ARGS = ("microbatches", "pp_schedule", "virtual_stages")
+MODEL_ARGS = ("seq", "micro_batch")
+
+
+def metadata_function(model, mesh, groups, optimizer, facts: dict):
+    """A function returning the metadata, the static part read now (before any window) and the optimizer's state
+    read at each call. ``facts``: ``seq``, ``micro_batch``, ``microbatches``, ``pp_schedule``, ``virtual_stages``,
+    ``layout`` (a dict of degrees, ``zero_stage``, ...) and ``model_facts`` (a dict: ``params``, ``experts``, ...)."""
+    facts = dict(facts)
+    layout = dict(facts.pop("layout", None) or {})
+    given = dict(facts.pop("model_facts", None) or {})
+    for k in LAYOUT_ARGS:
+        if facts.get(k) is not None:
+            layout[k] = facts[k]
+    for k in MODEL_ARGS:
+        if facts.get(k) is not None:
+            given[k] = facts[k]
+    unknown = set(facts) - set(LAYOUT_ARGS) - set(MODEL_ARGS)
+    if unknown:
+        raise TypeError(f"traceparse.profiler: unexpected arguments {sorted(unknown)}")
+    static = collect(model, mesh, groups, optimizer, layout, given)
+
+    def metadata():  # the optimizer's state exists only after its first step
+        return static if optimizer is None else {**static, "optimizer": optimizer_facts(optimizer)}
+
+    return metadata
+
+
 def _device(model):
     for p in (p for m in roots(model) for p in m.parameters()):
         return p.device.type

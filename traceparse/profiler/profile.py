@@ -8,37 +8,8 @@ import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
 from traceparse.profiler.flight_recorder import flight_recorder
-from traceparse.profiler.metadata import METADATA_KEY, collect
-from traceparse.profiler.model_info import optimizer_facts
+from traceparse.profiler.metadata import METADATA_KEY, metadata_function
 from traceparse.profiler.writer import TraceWriter
-
-LAYOUT_ARGS = ("microbatches", "pp_schedule", "virtual_stages")
-MODEL_ARGS = ("seq", "micro_batch")
-
-
-def metadata_function(model, mesh, groups, optimizer, facts: dict):
-    """A function returning the metadata, the static part read now (before any window) and the optimizer's state
-    read at each call. ``facts``: ``seq``, ``micro_batch``, ``microbatches``, ``pp_schedule``, ``virtual_stages``,
-    ``layout`` (a dict of degrees, ``zero_stage``, ...) and ``model_facts`` (a dict: ``params``, ``experts``, ...)."""
-    facts = dict(facts)
-    layout = dict(facts.pop("layout", None) or {})
-    given = dict(facts.pop("model_facts", None) or {})
-    for k in LAYOUT_ARGS:
-        if facts.get(k) is not None:
-            layout[k] = facts[k]
-    for k in MODEL_ARGS:
-        if facts.get(k) is not None:
-            given[k] = facts[k]
-    unknown = set(facts) - set(LAYOUT_ARGS) - set(MODEL_ARGS)
-    if unknown:
-        raise TypeError(f"traceparse.profiler: unexpected arguments {sorted(unknown)}")
-    static = collect(model, mesh, groups, optimizer, layout, given)
-
-    def metadata():  # the optimizer's state exists only after its first step
-        return static if optimizer is None else {**static, "optimizer": optimizer_facts(optimizer)}
-
-    return metadata
-
 
 class profile(torch.profiler.profile):  # noqa: N801 (a drop-in for torch.profiler.profile)
     """``torch.profiler.profile`` writing ``out_dir/rank<r>.json.gz`` (``rank<r>.step<k>.json.gz`` for several

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from traceparse.profiler.metadata import METADATA_KEY, collect
+from traceparse.profiler.metadata import METADATA_KEY, collect, metadata_function
 
 CHUNK = 1 << 20
 
@@ -78,6 +78,4 @@ def trace_handler(out_dir, *, model=None, mesh=None, groups=None, optimizer=None
     """An ``on_trace_ready`` for a ``torch.profiler.profile`` of your own: writes ``out_dir/rank<r>.json.gz``
     with the metadata (``facts``: ``seq``, ``micro_batch``, ``microbatches``, ``pp_schedule``,
     ``virtual_stages``, ``layout={...}``, ``model_facts={...}``; see ``traceparse.profiler.profile``)."""
-    from traceparse.profiler.profile import metadata_function
-
     return TraceWriter(out_dir, metadata_function(model, mesh, groups, optimizer, facts), compresslevel)

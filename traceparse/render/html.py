@@ -7,7 +7,7 @@ Everything from a trace (file, kernel, annotation names) goes through ``page.tex
 
 import os
 
-from traceparse.analyzers.base import SEVERITY
+from traceparse.status import SEVERITY
 from traceparse.render.charts import charts, spec
 from traceparse.render.page import render_page, text
 from traceparse.render.text import render
@@ -97,6 +97,6 @@ def render_html(doc: dict) -> str:
     title = f"traceparse post-mortem: {run_title(doc)}"
     body = "".join([
         f"<h1>{text(title)}</h1>", run_line(doc), load_problems(doc), findings(doc), chart_section(made),
-        f'<section id="report"><h2>Full report</h2><pre>{text(render(doc))}</pre></section>', rank_files(doc),
+        f'<section id="report"><h2>Full report</h2><pre>{text(render(doc, full=True))}</pre></section>', rank_files(doc),
     ])
     return render_page(title, body, {cid: spec(chart) for cid, (chart, _) in made.items()})

@@ -66,7 +66,7 @@ def vega_bundle() -> str:
 
     import altair as alt
 
-    from traceparse.load.run import cache_dir, temp_beside
+    from traceparse.cache_dir import cache_dir, temp_beside
 
     version = "v" + ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     saved = cache_dir() / f"vega-bundle-{installed('vl-convert-python')}-{version}.js"

@@ -1,31 +1,19 @@
 """Render the documents of traceparse.document for a terminal.
 
 A value the trace does not give (None) prints as ``-``, never as 0.
+
+The analyze report fits a terminal's first screen on any job: a run of more than ``SMALL_RUN`` ranks gets one
+summarized per-rank table (the min / median / max rank by step mean and the ranks a check names, the ranks
+beyond the spread listed) in place of the per-rank tables, the pipeline stages one row each, and the heaviest
+``SHORT_TOP`` kernels; ``render(doc, full=True)`` (``analyze --full``, the HTML page) prints every table whole.
 """
 
-from traceparse.analyzers.base import SEVERITY, at_least
+import re
+import statistics
+
 from traceparse.axes import LAYOUT_KEYS
-
-
-def ms(ns):
-    """Nanoseconds as milliseconds; ``-`` when unknown."""
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
-
-
-def size(b):
-    """Bytes in decimal units (B, kB, MB, GB; 2 decimals); ``-`` when unknown. The one way a byte count is
-    written in every report and finding, so the same number reads the same everywhere."""
-    if b is None:
-        return "-"
-    for unit, k in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= k:
-            return f"{b / k:,.2f} {unit}"
-    return f"{b:,.0f} B"
-
-
-def pct(x):
-    """A fraction as a percentage; ``-`` when unknown."""
-    return "-" if x is None else f"{100 * x:.1f}%"
+from traceparse.status import SEVERITY, at_least
+from traceparse.units import ms, pct, size
 
 
 def table(headers, rows) -> str:
@@ -38,8 +26,17 @@ def table(headers, rows) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
-def render(doc: dict) -> str:
+SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
+SHORT_TOP = 5  # the heaviest kernels a summarized report shows unless --top says how many
+FULL_HINT = "--full"
+
+
+def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
+    """The analyze report. ``full``: every per-rank table whole whatever the run's size; else a run of more than
+    ``SMALL_RUN`` ranks is summarized (module docstring). ``kernels``: how many of the heaviest kernels to show
+    (default: all the document has, ``SHORT_TOP`` in a summarized report)."""
     run, s = doc["run"], doc["summary"]
+    many = not full and len(s["per_rank"]) > SMALL_RUN
     out = [
         f"run: {len(run['files'])} file(s), ranks {_ranks(run['ranks'])}, world size {run['world_size'] or 'unknown'}, "
         f"backend {', '.join(run['backend']) or 'unknown'}, devices {', '.join(run['devices']) or 'not recorded'}",
@@ -56,18 +53,25 @@ def render(doc: dict) -> str:
         "",
         render_checks(doc),
         "",
-        render_imbalance(doc),
-        "per rank: totals over its step windows (explain: step_time, profiled_window, compute_time, comm_time); "
-        "comm total counts the communication the steps launched, also where it runs past them; "
-        "comm % = comm in windows / windows total",
-        table(
-            ["rank", "steps", "step mean", "step max", "windows total", "compute total", "comm ops total",
-             "comm total", "comm in windows", "comm %"],
-            [[r["rank"], r["steps"], ms(r["step_mean_ns"]), ms(r["step_max_ns"]), ms(r["window_ns"]),
-              ms(r["compute_ns"]), r["comm_ops"], ms(r["comm_ns"]), ms(r.get("comm_in_window_ns")),
-              pct(r["comm_fraction"])] for r in s["per_rank"]],
-        ),
-        "",
+    ]
+    if many:
+        out += [render_rank_summary(doc), ""]
+    else:
+        out += [
+            render_imbalance(doc),
+            "per rank: totals over its step windows (explain: step_time, profiled_window, compute_time, comm_time); "
+            "comm total counts the communication the steps launched, also where it runs past them; "
+            "comm % = comm in windows / windows total",
+            table(
+                ["rank", "steps", "step mean", "step max", "windows total", "compute total", "comm ops total",
+                 "comm total", "comm in windows", "comm %"],
+                [[r["rank"], r["steps"], ms(r["step_mean_ns"]), ms(r["step_max_ns"]), ms(r["window_ns"]),
+                  ms(r["compute_ns"]), r["comm_ops"], ms(r["comm_ns"]), ms(r.get("comm_in_window_ns")),
+                  pct(r["comm_fraction"])] for r in s["per_rank"]],
+            ),
+            "",
+        ]
+    out += [
         "communication by op: totals over all ranks and the whole trace (explain: comm_ops)",
         table(
             ["op", "source", "ops total", "ranks", "input bytes total", "time total", "no size"],
@@ -75,18 +79,27 @@ def render(doc: dict) -> str:
              for c in s["comm"]],
         ) if s["comm"] else "no communication operations found",
         "",
-        "busy time per thread / stream: totals over the rank's profiled span (explain: busy_time)",
-        table(
-            ["rank", "kind", "pid", "tid", "name", "events", "busy", "busy %"],
-            [[b["rank"], b["kind"], b["pid"], b["tid"], (b["thread_name"] or "")[:32], b["events"], ms(b["busy_ns"]),
-              pct(b["busy_fraction"])] for b in s["threads"]],
-        ),
-        "",
-        "heaviest kernels / ops: totals over all ranks and the whole trace (explain: top_kernels)",
+    ]
+    if not many:
+        out += [
+            "busy time per thread / stream: totals over the rank's profiled span (explain: busy_time)",
+            table(
+                ["rank", "kind", "pid", "tid", "name", "events", "busy", "busy %"],
+                [[b["rank"], b["kind"], b["pid"], b["tid"], (b["thread_name"] or "")[:32], b["events"],
+                  ms(b["busy_ns"]), pct(b["busy_fraction"])] for b in s["threads"]],
+            ),
+            "",
+        ]
+    top = s["top_kernels"]
+    shown = top[:kernels if kernels is not None else SHORT_TOP if many else len(top)]
+    head = "heaviest kernels / ops: totals over all ranks and the whole trace (explain: top_kernels)"
+    if len(shown) < len(top):
+        head += f"; the heaviest {len(shown)} of {len(top)} (all of them: {FULL_HINT}, or --top N)"
+    out += [
+        head,
         table(
             ["name", "kind", "calls total", "time total", "share", "ranks"],
-            [[k["name"][:70], k["kind"], k["calls"], ms(k["total_ns"]), pct(k["share"]), k["ranks"]]
-             for k in s["top_kernels"]],
+            [[k["name"][:70], k["kind"], k["calls"], ms(k["total_ns"]), pct(k["share"]), k["ranks"]] for k in shown],
         ),
         "",
         _issues(doc["load_issues"]),
@@ -230,11 +243,104 @@ def render_imbalance(doc) -> str:
                  [[r["rank"], ms(r["step_mean_ns"]), ms(r["compute_ns"]), ms(r["compute_floor_ns"]), ms(r["wait_ns"]),
                    r["last_arrivals"]] for r in rows])]
     if imb.get("pp_stages"):
-        out += ["", "pipeline stages, per micro-batch: the heavy stage has the most compute floor",
-                table(["stage", "rank", "compute", "compute floor"],
-                      [[r["stage"], r["rank"], ms(r["compute_per_microbatch_ns"]),
-                        ms(r["compute_floor_per_microbatch_ns"])] for r in imb["pp_stages"]])]
+        out += ["", _stages_table(imb["pp_stages"])]
     return "\n".join(out) + "\n"
+
+
+def named_ranks(doc) -> list[int]:
+    """The ranks a check names: the straggler when named, and every ``rank N`` its findings quote."""
+    out = []
+    imb = doc["checks"].get("imbalance") or {}
+    if imb.get("straggler_rank") is not None:
+        out.append(imb["straggler_rank"])
+    for c in doc["checks"].values():
+        for f in c.get("findings") or []:
+            out += [int(n) for n in re.findall(r"\b[Rr]ank (\d+)\b", f)]
+    return list(dict.fromkeys(out))
+
+
+def spread_picks(values: dict) -> tuple[dict, list]:
+    """``values``: rank -> number. ({rank: 'min' / 'median' / 'max'}, the ranks beyond the spread: more than
+    3 scaled median absolute deviations from the median, slowest first)."""
+    ordered = sorted((v, r) for r, v in values.items() if v is not None)
+    if not ordered:
+        return {}, []
+    picks = {}
+    for label, (_, rank) in (("min", ordered[0]), ("median", ordered[(len(ordered) - 1) // 2]), ("max", ordered[-1])):
+        picks.setdefault(rank, label)
+    nums = [v for v, _ in ordered]
+    mid = statistics.median(nums)
+    mad = 1.4826 * statistics.median(abs(v - mid) for v in nums)
+    beyond = [r for v, r in sorted(ordered, key=lambda vr: -abs(vr[0] - mid)) if mad and abs(v - mid) > 3 * mad]
+    return picks, beyond
+
+
+def _busiest(threads) -> str:
+    if not threads:
+        return "-"
+    b = max(threads, key=lambda t: (t["busy_fraction"] or 0, -(t["tid"] or 0)))
+    name = b["thread_name"] or ""
+    m = re.search(r"\(([^()]*)\)$", name)
+    return f"{pct(b['busy_fraction'])} {(m.group(1) if m else name)[:20]}".strip()
+
+
+def _listed(ranks: list, at_most: int = 8) -> str:
+    shown = ", ".join(map(str, ranks[:at_most]))
+    return shown + (f", ... ({len(ranks)})" if len(ranks) > at_most else "")
+
+
+def render_rank_summary(doc) -> str:
+    """A run of many ranks: one table of the min / median / max rank by step mean and the ranks the checks
+    name, with the per-step numbers of imbalance, the rank's comm % and its busiest thread; the ranks beyond the
+    spread listed; every rank in ``render(doc, full=True)``."""
+    s, imb = doc["summary"], doc["checks"].get("imbalance") or {}
+    per = {r["rank"]: dict(r) for r in s["per_rank"]}
+    for r in imb.get("per_rank") or []:
+        per.setdefault(r["rank"], {}).update(imbalance=r)
+    threads = {}
+    for t in s["threads"]:
+        threads.setdefault(t["rank"], []).append(t)
+    step = {rank: (r.get("imbalance") or {}).get("step_mean_ns", r.get("step_mean_ns")) for rank, r in per.items()}
+    picks, beyond = spread_picks(step)
+    named = [r for r in named_ranks(doc) if r in per and r not in picks][:4]
+    shown = sorted(picks, key=lambda r: (step[r] is None, step[r], r)) + named
+    rows = []
+    for rank in shown:
+        r, i = per[rank], per[rank].get("imbalance") or {}
+        rows.append([f"{rank} ({picks.get(rank, 'named')})", ms(step[rank]), ms(i.get("compute_ns")),
+                     ms(i.get("compute_floor_ns")), ms(i.get("wait_ns")), i.get("last_arrivals", "-"),
+                     pct(r.get("comm_fraction")), _busiest(threads.get(rank))])
+    out = [f"per rank, per step, summarized (explain: imbalance, comm_time, busy_time): straggler {_verdict(imb)}",
+           table(["rank", "step mean", "compute", "compute floor", "wait / collective", "last arrivals", "comm %",
+                  "busiest thread"], rows)]
+    hint = f"({len(per)} ranks: min / median / max by step mean" + (", and the ranks a check names" if named else "")
+    if beyond:
+        hint += f"; beyond the spread: rank{'s' if len(beyond) > 1 else ''} {_listed(beyond)}"
+    out.append(hint + f"; all of them, per-rank totals and busy time per thread: {FULL_HINT})")
+    if imb.get("pp_stages"):
+        out += ["", _stages_table(imb["pp_stages"], summarized=True)]
+    return "\n".join(out)
+
+
+def _stages_table(stages, summarized=False) -> str:
+    """The pipeline stages per micro-batch; ``summarized``: one row per stage, its rank with the most compute
+    floor (the heavy stage's rank is the one the findings quote)."""
+    rows = stages
+    if summarized:
+        best = {}
+        for r in stages:
+            kept = best.get(r["stage"])
+            if kept is None or (r["compute_floor_per_microbatch_ns"] or 0) > (kept["compute_floor_per_microbatch_ns"] or 0):
+                best[r["stage"]] = r
+        rows = [best[k] for k in sorted(best)]
+    out = ["pipeline stages, per micro-batch: the heavy stage has the most compute floor"
+           + ("; per stage, its rank with the most" if len(rows) < len(stages) else ""),
+           table(["stage", "rank", "compute", "compute floor"],
+                 [[r["stage"], r["rank"], ms(r["compute_per_microbatch_ns"]), ms(r["compute_floor_per_microbatch_ns"])]
+                  for r in rows])]
+    if len(rows) < len(stages):
+        out.append(f"({len(stages)} ranks in {len(rows)} stages; all of them: {FULL_HINT})")
+    return "\n".join(out)
 
 
 def _verdict(imb) -> str:

@@ -1,4 +1,7 @@
-"""Build a store from staged per-rank Parquet output, in one transaction."""
+"""The store's own part of a build: connecting, the DDL, the raw inserts from staged per-rank Parquet output,
+and the derivations of the store's own tables (derive.sql, group inference, finish.sql). The stages above
+(vocabulary, tagging, layout) run from traceparse/load/build.py, which orders the whole build in one
+transaction."""
 
 import json
 import os
@@ -6,8 +9,6 @@ from importlib.resources import files
 
 import duckdb
 
-from traceparse.layout.infer import infer_layout
-from traceparse.tagging.tag import tag_comm_ops
 from traceparse.store.groups import infer_groups
 from traceparse.store.schema import SCHEMA_VERSION, ddl
 
@@ -51,37 +52,45 @@ def connect_with_limits(db_path, read_only=False):
         raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None  # the limit cannot be read
 
 
-def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
-    """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set;
-    ``dumps`` Flight Recorder dumps (traceparse.ingest.flight_recorder.read_dump)."""
+def create_store(db_path):
+    """A connection to a fresh store at ``db_path`` (settings of duckdb_config)."""
     con = connect_with_limits(db_path)
     con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
-    try:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(ddl())
-        _insert_meta(con, meta)
-        _insert_ranks(con, ranks)
-        _insert_groups(con, ranks)
-        _insert_rows(con, "plugin_metadata", [(r["rank"], r["plugin"]["version"], json.dumps(r["plugin"]))
-                                              for r in ranks if r.get("plugin")])
-        _insert_rows(con, "load_issues", issues)
-        _insert_dumps(con, dumps)
-        if ranks:
-            _insert_staged(con, ranks)
-        con.execute(sql_file("macros.sql"))
-        _insert_kernel_rules(con)
-        con.execute(sql_file("derive.sql"))
-        infer_groups(con)
-        con.execute(sql_file("finish.sql"))
-        tag_comm_ops(con)
-        _insert_rows(con, "layout", [(k, json.dumps(v), why) for k, (v, why) in infer_layout(con).items()])
-        con.execute(sql_file("vocabulary.sql"))
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.close()
+    return con
+
+
+def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
+    """The DDL, then the rows as loaded: ``ranks`` are parse summaries with rank and clock set; ``dumps`` Flight
+    Recorder dumps (traceparse.ingest.flight_recorder.read_dump). Then the store's macros."""
+    con.execute(ddl())
+    _insert_meta(con, meta)
+    _insert_ranks(con, ranks)
+    _insert_groups(con, ranks)
+    _insert_rows(con, "plugin_metadata", [(r["rank"], r["plugin"]["version"], json.dumps(r["plugin"]))
+                                          for r in ranks if r.get("plugin")])
+    _insert_rows(con, "load_issues", issues)
+    _insert_dumps(con, dumps)
+    if ranks:
+        _insert_staged(con, ranks)
+    con.execute(sql_file("macros.sql"))
+
+
+def insert_kernel_rules(con, rules):
+    """The custom communication kernel rules (dicts with id, pattern, op) derive.sql matches kernels against."""
+    con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
+    _insert_rows(con, "comm_kernel_rules", [(r["id"], r["pattern"], r["op"]) for r in rules])
+
+
+def derive(con):
+    """The store's derived tables: comm_ops and its links (derive.sql), process groups, then finish.sql."""
+    con.execute(sql_file("derive.sql"))
+    infer_groups(con)
+    con.execute(sql_file("finish.sql"))
+
+
+def insert_layout(con, layout: dict):
+    """The inferred layout, {key: (value, evidence)}."""
+    _insert_rows(con, "layout", [(k, json.dumps(v), why) for k, (v, why) in layout.items()])
 
 
 def _insert_rows(con, table, rows):
@@ -112,13 +121,6 @@ def _insert_dumps(con, dumps):
         FROM (SELECT pg_name, list_sort(list(DISTINCT rank)) AS ranks FROM fr_entries
               WHERE group_ranks IS NULL GROUP BY 1) g
         WHERE f.group_ranks IS NULL AND g.pg_name = f.pg_name""")
-
-
-def _insert_kernel_rules(con):
-    from traceparse.tagging.comm_kernels import comm_kernel_rules
-
-    con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
-    _insert_rows(con, "comm_kernel_rules", [(r["id"], r["pattern"], r["op"]) for r in comm_kernel_rules()])
 
 
 def _insert_meta(con, meta):

@@ -6,7 +6,7 @@ WHERE peer_in_group IS NOT NULL AND group_ranks IS NOT NULL AND peer IS NULL;
 UPDATE comm_ops c SET group_index = o.gi
 FROM (
     SELECT rank, op_id,
-           row_number() OVER (PARTITION BY rank, coalesce(pg_name, list_sort(group_ranks)::VARCHAR, '?')
+           row_number() OVER (PARTITION BY rank, group_key(group_ranks, pg_name)
                               ORDER BY coalesce(host_ts_ns, exec_ts_ns), op_id) - 1 AS gi
     FROM comm_ops
 ) o
@@ -20,7 +20,7 @@ WHERE c.rank = o.rank AND c.op_id = o.op_id;
 CREATE TEMP TABLE peer_key AS
 WITH k AS (
     SELECT rank, op_id, op, seq, step, group_ranks, dtype, in_nelems, out_nelems, bytes_in,
-           list_sort(group_ranks)::VARCHAR || '/' || coalesce(pg_name, '') AS g,
+           group_key(group_ranks, pg_name) AS g,
            coalesce(host_ts_ns, exec_ts_ns) AS t
     FROM comm_ops WHERE group_ranks IS NOT NULL
 ),

@@ -107,3 +107,9 @@ WITH a AS (SELECT k, any_value(g) AS g, min(s) AS s, max(e) AS e FROM interval_p
 SELECT m.k, greatest(m.s, b.s) AS s, least(m.e, b.e) AS e
 FROM meets m JOIN b ON b.g = m.g AND b.i = m.i
 WHERE b.e > m.s;
+
+-- The identity of a process group, one key everywhere a group is matched or partitioned by: its
+-- sorted global ranks ('?' when unknown) and its name (two groups may have the same ranks).
+CREATE OR REPLACE MACRO group_key(ranks, pgname) AS (
+    coalesce(list_sort(ranks)::VARCHAR, '?') || '/' || coalesce(pgname, '')
+);

@@ -2,7 +2,7 @@
 
 One definition serves three readers: the CREATE TABLE statements, the
 ``COMMENT ON`` clauses that DuckDB keeps with the data, and the schema section
-of the README (``traceparse schema`` prints it; a test keeps them equal).
+of docs/schema.md (``traceparse schema`` prints it; a test keeps them equal).
 """
 
 SCHEMA_VERSION = 2
@@ -227,7 +227,7 @@ TABLES = {
             ("pg_desc", "VARCHAR", "process group description when known"),
             ("group_size", "INTEGER", "ranks in the group"),
             ("group_ranks", "INTEGER[]", "global ranks of the group when known"),
-            ("group_source", "VARCHAR", "how the group was found: trace args, process group name, global rank start/stride, the rank's only process group, or inferred (see README)"),
+            ("group_source", "VARCHAR", "how the group was found: trace args, process group name, global rank start/stride, the rank's only process group, or inferred (see docs/loading.md)"),
             ("peer", "INTEGER", "global peer rank of send/recv, root of broadcast/reduce, when known"),
             ("peer_in_group", "INTEGER", "peer or root as the call states it, a rank within its group (c10d ops)"),
             ("seq", "BIGINT", "sequence number within the group when the trace has it"),
@@ -265,7 +265,7 @@ TABLES = {
     ),
 }
 
-# The vocabulary: the basic facts of a trace, defined once (store/vocabulary.sql) and selected
+# The vocabulary: the basic facts of a trace, defined once (traceparse/vocabulary/*.sql) and selected
 # from by every check and the report. The interval macros interval_union(_ns) and interval_intersect
 # (store/macros.sql) are the only interval arithmetic.
 VOCABULARY = {
@@ -293,6 +293,46 @@ VOCABULARY = {
             ("end_ns", "BIGINT", "end, ns on the run's clock"),
             ("dur_ns", "BIGINT", "end_ns - start_ns"),
             ("source", "VARCHAR", "'ProfilerStep#N' or 'whole trace (no ProfilerStep#N)'"),
+        ],
+    ),
+    "backward_passes": (
+        "Vocabulary: the forward/backward passes of each step (traceparse/vocabulary/phases.sql). With gradient "
+        "accumulation or a pipeline a step runs several. The step's autograd frames (autograd::engine::"
+        "evaluate_function*, on any thread) split into passes wherever forward compute (aten::linear, mm, matmul, "
+        "addmm, bmm, embedding, convolution, scaled_dot_product_attention) runs on the main thread (main_threads, "
+        "carrying ProfilerStep#N) outside every autograd frame there. A pass's backward runs from its first "
+        "autograd frame to its last; what runs between two passes is the next pass's forward.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "N of ProfilerStep#N"),
+            ("pass", "BIGINT", "forward breaks on the main thread before it in the step (0: no forward compute "
+             "before it); numbers may skip"),
+            ("start_ns", "BIGINT", "start of its first autograd frame, ns"),
+            ("end_ns", "BIGINT", "end of its last autograd frame, ns"),
+            ("frames", "BIGINT", "autograd frames in it, on every thread"),
+            ("main_thread_frames", "BIGINT", "of those, on the main thread (a GPU job runs autograd on its own thread)"),
+            ("after_forward", "BOOLEAN", "forward compute on the main thread precedes it in the step (pass > 0)"),
+        ],
+    ),
+    "pipeline_marks": (
+        "Vocabulary: the pipeline-schedule annotations (user_annotation events), parsed once "
+        "(traceparse/vocabulary/pipeline_marks.sql): PP:<stage><action><mb> of torch.distributed.pipelining, "
+        "DualPipeV's fused PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B (two rows: F, then B), and GPipe's "
+        "Forward <mb> / Backward <mb> (no stage).",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("tid", "BIGINT", "thread of the annotation"),
+            ("main_thread", "BOOLEAN", "the annotation is on the rank's main thread (main_threads)"),
+            ("step", "BIGINT", "ProfilerStep#N it starts in (events.step)"),
+            ("name", "VARCHAR", "the annotation as written"),
+            ("ts_ns", "BIGINT", "start, ns"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+            ("stage", "INTEGER", "the (virtual) pipeline stage it names; NULL for Forward/Backward <mb>"),
+            ("action", "VARCHAR", "F (forward), B (backward), I (input-grad), W (weight-grad), or another action "
+             "of torch's schedules as written (SEND_F, RECV_B, ...); NULL when the name has none"),
+            ("microbatch", "INTEGER", "the micro-batch it names"),
+            ("fused", "BOOLEAN", "one half of a fused OVERLAP_F_B pair (which has no compute of its own per half)"),
+            ("part", "INTEGER", "1, or 2 for the B half of a fused pair (F is part 1)"),
         ],
     ),
     "comm_intervals": (
@@ -419,23 +459,54 @@ def ddl() -> str:
     return "\n".join(parts)
 
 
+# comm_features (built by traceparse/tagging/features.sql), what tagging rules see: name -> (DuckDB type, definition)
+FEATURES = {
+    "rank": ("INTEGER", "rank of the operation"),
+    "op_id": ("BIGINT", "the operation (comm_ops.op_id)"),
+    "step": ("BIGINT", "ProfilerStep#N it starts in"),
+    "op": ("VARCHAR", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send, recv, ..."),
+    "source": ("VARCHAR", "how the operation shows in the trace (comm_ops.source)"),
+    "kernel": ("VARCHAR", "executing kernel or worker annotation"),
+    "bytes_in": ("BIGINT", "input bytes on this rank"),
+    "bytes_out": ("BIGINT", "output bytes on this rank"),
+    "group_size": ("INTEGER", "ranks in the group"),
+    "group_ranks": ("INTEGER[]", "global ranks of the group"),
+    "group_key": ("VARCHAR", "the sorted group ranks as text: equal for every member's view of one group"),
+    "pg_name": ("VARCHAR", "process group name"),
+    "pg_desc": ("VARCHAR", "process group description"),
+    "peer": ("INTEGER", "global peer rank of a send or recv"),
+    "world_size": ("INTEGER", "ranks in the job"),
+    "axis": ("VARCHAR", "the parallelism axis the group's description or name states (dp, tp, pp, cp, sp, ep), else NULL"),
+    "geometry": ("VARCHAR", "the group's ranks: world, contiguous, strided, irregular, single; NULL when unknown"),
+    "ctx": ("VARCHAR", "enclosing annotations and autograd/optimizer frames on the calling thread, outermost first, ' > ' between"),
+    "phase": ("VARCHAR", "optimizer (inside Optimizer.step); backward (in an autograd frame or thread, or within a backward pass: between the first and last autograd frame of one forward/backward pass of the step, passes split by forward compute outside autograd frames on the step's thread, so the forwards of gradient accumulation's later micro-batches are forward); after_backward (later in the step); forward (earlier in the step, or anywhere in a trace without backward, such as inference); outside_step; unknown (no CPU call)"),
+    "dtensor": ("BOOLEAN", "the call is a DTensor / functional collective (_c10d_functional::*): a redistribution of tensor-parallel activations or parameters, never an FSDP or DDP gradient sync"),
+    "before_backward": ("BOOLEAN", "the call starts before the first autograd frame of its step (false without a backward)"),
+    "uneven_split": ("BOOLEAN", "an all_to_all whose split sizes differ between ranks (data-dependent routing)"),
+    "attention_between": ("BOOLEAN", "an attention op runs between this all_to_all and the next one of its group on the rank"),
+    "p2p_shape": ("VARCHAR", "for send/recv: ring (every member sends to its ring neighbours equally often) or chain (anything else)"),
+    "group_forward_all_reduce": ("BOOLEAN", "the group all-reduces during forward on some rank (activations, not gradients)"),
+    "group_forward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during forward on some rank (activations: sequence parallelism)"),
+    "group_backward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during backward on some rank (gradients)"),
+    "group_uneven_all_to_all": ("BOOLEAN", "the group has an all_to_all with uneven split sizes"),
+    "group_attention_all_to_all": ("BOOLEAN", "the group has an all_to_all next to attention"),
+}
+
+
+
 FEATURES_COMMENT = "What tagging rules see, one row per comm_ops row (built with the tags; rules/tags/*.toml are predicates over it)."
 
 
 def features_comments() -> str:
-    from traceparse.tagging.features import COLUMNS
-
     parts = [f"COMMENT ON TABLE comm_features IS {_q(FEATURES_COMMENT)};"]
-    parts += [f"COMMENT ON COLUMN comm_features.{c} IS {_q(doc)};" for c, (_, doc) in COLUMNS.items()]
+    parts += [f"COMMENT ON COLUMN comm_features.{c} IS {_q(doc)};" for c, (_, doc) in FEATURES.items()]
     return "\n".join(parts)
 
 
 def markdown() -> str:
-    from traceparse.tagging.features import COLUMNS
-
     out = []
     tables = {**TABLES, **VOCABULARY}
-    tables["comm_features"] = (FEATURES_COMMENT, [(c, t, doc) for c, (t, doc) in COLUMNS.items()])
+    tables["comm_features"] = (FEATURES_COMMENT, [(c, t, doc) for c, (t, doc) in FEATURES.items()])
     for table, (comment, cols) in tables.items():
         out.append(f"### `{table}`\n\n{comment}\n\n| column | type | meaning |\n|---|---|---|")
         out.extend(f"| `{c}` | {t} | {doc} |" for c, t, doc in cols)

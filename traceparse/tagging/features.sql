@@ -1,5 +1,5 @@
 -- comm_features: what the tagging rules may look at, one row per comm_ops row.
--- Every column is defined positively in traceparse.tagging.features.COLUMNS.
+-- Every column is defined positively in traceparse.store.schema.FEATURES.
 
 CREATE TEMP TABLE ctx_events AS
 SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
@@ -30,47 +30,17 @@ JOIN events e ON e.rank = w.rank AND e.tid = w.tid AND e.ts_ns >= w.w_start AND 
 WHERE e.cat = 'cpu_op'
 GROUP BY w.rank, w.op_id;
 
--- where backward runs in each step of each rank: from its first autograd frame to its last
+-- where backward runs in each step of each rank (the vocabulary's backward_passes, traceparse/vocabulary/
+-- phases.sql): a call inside a pass, from its first autograd frame to its last, is in backward; a call
+-- between two passes belongs to the next pass's forward; backward_window spans the step's passes.
 CREATE TEMP TABLE backward_window AS
-SELECT rank, step, min(ts_ns) AS bwd_start, max(ts_ns + dur_ns) AS bwd_end
-FROM events
-WHERE step IS NOT NULL AND cat = 'cpu_op' AND name LIKE 'autograd::engine::evaluate_function%'
-GROUP BY rank, step;
-
--- the backward passes of each step: with gradient accumulation (or a pipeline) a step runs several
--- forward/backward passes. The step's autograd frames split into passes wherever forward compute runs
--- on the thread that runs the steps outside every autograd frame there (FORWARD_OPS: matmuls,
--- embeddings, attention; a recomputation inside backward is inside a frame). A call inside a pass, from
--- its first autograd frame to its last, is in backward; a call between two passes belongs to the next
--- pass's forward. Without recognizable forward compute the whole step is one pass (backward_window).
-CREATE TEMP TABLE pass_events AS
-SELECT e.rank, e.tid, e.step, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
-       e.name LIKE 'autograd::engine::evaluate_function%' AS autograd,
-       (e.rank, e.tid) IN (SELECT (rank, tid) FROM events WHERE name LIKE 'ProfilerStep#%') AS step_thread
-FROM events e
-WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
-  AND (e.name LIKE 'autograd::engine::evaluate_function%' OR e.name IN (__FORWARD_OPS__));
-
-CREATE TEMP TABLE backward_pass AS
-WITH open AS (
-    -- the latest end of the autograd frames that started before the event on its thread
-    SELECT *, max(CASE WHEN autograd THEN end_ns END)
-                  OVER (PARTITION BY rank, tid ORDER BY ts_ns, autograd DESC
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS open_until
-    FROM pass_events),
-numbered AS (
-    SELECT *, sum(CASE WHEN NOT autograd AND step_thread AND (open_until IS NULL OR ts_ns >= open_until)
-                       THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY rank, step ORDER BY ts_ns, autograd DESC ROWS UNBOUNDED PRECEDING) AS pass
-    FROM open)
-SELECT rank, step, pass, min(ts_ns) AS pass_start, max(end_ns) AS pass_end
-FROM numbered WHERE autograd GROUP BY rank, step, pass;
+SELECT rank, step, min(start_ns) AS bwd_start, max(end_ns) AS bwd_end FROM backward_passes GROUP BY rank, step;
 
 CREATE TEMP TABLE op_in_pass AS
 SELECT DISTINCT c.rank, c.op_id
 FROM comm_ops c
-JOIN backward_pass p ON p.rank = c.rank AND p.step = c.step
-                    AND c.host_ts_ns BETWEEN p.pass_start AND p.pass_end;
+JOIN backward_passes p ON p.rank = c.rank AND p.step = c.step
+                    AND c.host_ts_ns BETWEEN p.start_ns AND p.end_ns;
 
 CREATE TEMP TABLE base AS
 SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_out,
@@ -158,6 +128,6 @@ FROM base b
 LEFT JOIN p2p_shape s ON s.group_key = b.group_key AND b.op IN ('send', 'recv')
 LEFT JOIN group_traits g ON g.group_key = b.group_key;
 
-DROP TABLE ctx_events; DROP TABLE backward_window; DROP TABLE pass_events; DROP TABLE backward_pass;
+DROP TABLE ctx_events; DROP TABLE backward_window;
 DROP TABLE op_in_pass; DROP TABLE op_ctx; DROP TABLE a2a_window; DROP TABLE a2a_between;
 DROP TABLE base; DROP TABLE p2p_links; DROP TABLE p2p_shape; DROP TABLE group_traits;

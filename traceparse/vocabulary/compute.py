@@ -32,9 +32,15 @@ def floor_per_rank(ctx, compute: dict) -> dict:
     return floor
 
 
+def pipeline_stages(ctx) -> list[dict]:
+    """The rows of pp_stages.sql, the one definition of a rank's pipeline stage: rank, stage, group_ranks (the
+    group, in stage order), basis ('group', or 'pp ranks' when no group is known), loaded."""
+    return ctx.rows(sql_file(__package__, "pp_stages.sql"))
+
+
 def stages(ctx) -> dict:
-    """{rank: pipeline stage} (position in its pp group)."""
-    return {r["rank"]: r["stage"] for r in ctx.rows(sql_file(__package__, "pp_stages.sql"))}
+    """{rank: pipeline stage} (position in its pp group) of the ranks that run pp-tagged operations in it."""
+    return {r["rank"]: r["stage"] for r in pipeline_stages(ctx) if r["basis"] == "group" and r["loaded"]}
 
 
 def heavy_stage(stage_of: dict, floor: dict, stands_out: float):

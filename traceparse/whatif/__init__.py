@@ -2,13 +2,15 @@
 
 ``whatif_document(con, doc, target, given)`` returns the versioned document: the measured facts it used (each with its
 source), the target layout, and the prediction (step time, bubble, bytes per rank per step and exposed
-communication per strategy, memory per device). The models are in ``forecast``.
+communication per strategy, memory per device), the forecast's kind with its validated error and, where it has no
+step time, what would make it forecastable (``reliability``). The models are in ``forecast``.
 """
 
 from traceparse.errors import TraceError
 from traceparse.whatif.forecast import forecast
 from traceparse.whatif.measured import layout, measured, model_layers
-from traceparse.whatif.sweep import bounds, excluded, sweep
+from traceparse.whatif.reliability import kind, remedy
+from traceparse.whatif.sweep import bounds, excluded, restated, sweep
 
 VERSION = 1
 
@@ -25,7 +27,9 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
                    got["prediction"]["memory_per_device_bytes"])
     if why and why != excluded(layout(facts), facts_b, model_layers(facts), None):
         raise TraceError(None, f"--layout: {why} (whatif --sweep excludes this layout)")
-    return {"version": VERSION, "run": doc["run"], "measured": facts, **got}
+    return {"version": VERSION, "run": doc["run"], "measured": facts, **got,
+            "forecast_kind": kind(restated(facts), got["target"], model_layers(facts)),
+            "remedy": remedy(got["prediction"], got["how"])}
 
 
 def sweep_document(con, doc: dict, given: dict, device_memory_bytes=None) -> dict:

@@ -1,7 +1,7 @@
 """Forecast a target layout of the same model from a measured run (docs/parallelism.md 3, 4).
 
-Bytes come from the notes' formulas (analyzers.comm_volume.expected) with the target's degrees; memory from the
-ZeRO table (analyzers.memory.zero_memory) plus the activations the target's order holds (activations.py); the
+Bytes come from the notes' formulas (models.comm_volume.expected) with the target's degrees; memory from the
+ZeRO table (models.memory.zero_memory) plus the activations the target's order holds (activations.py); the
 bubble from the notes' formula for the target schedule, beside the replay (pipeline.py). The step time is
 compute + exposed communication + other, each from the measured run's, term by term:
 
@@ -23,9 +23,9 @@ is refused (TraceError).
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
 
-from traceparse.analyzers.bubble import expected_bubble, simulate, textbook_orders
-from traceparse.analyzers.comm_volume import expected
-from traceparse.analyzers.memory import zero_memory
+from traceparse.models.pipeline import expected_bubble, simulate, textbook_orders
+from traceparse.models.comm_volume import expected
+from traceparse.models.memory import zero_memory
 from traceparse.layout.model_facts import fact
 from traceparse.errors import TraceError
 from traceparse.whatif.activations import activation_bytes, held
@@ -35,7 +35,7 @@ from traceparse.axes import AXES
 
 STRATEGIES = AXES
 V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
-# The target's order is built and replayed action by action (analyzers.bubble.replay: passes over the ranks until
+# The target's order is built and replayed action by action (models.pipeline.replay: passes over the ranks until
 # none advances), so its size is bounded to keep a forecast within seconds: 2 m v actions on each of N_PP ranks,
 # and N_PP v stages. Real pipelines (N_PP <= 128, m v of a few hundred) are well inside.
 MAX_ACTIONS = 2**15

@@ -1,7 +1,7 @@
 """The step of a pipelined target, replayed: the target schedule's order run with the measured cost of each action.
 
 The measured run's order (the bubble check's reconstruction, else its schedule's textbook order:
-analyzers.bubble.textbook_orders) is replayed with each (virtual) stage's measured compute per micro-batch and
+models.pipeline.textbook_orders) is replayed with each (virtual) stage's measured compute per micro-batch and
 action kind (bubble.action_ns: F, B, and the I and W halves of a split backward) plus one per-action overhead o
 (send/recv calls and their latency, Python, launches), and o is the one value for which that replay lasts the
 measured pipeline time (the step less the exposed non-pipeline communication and the optimizer). The target's
@@ -10,7 +10,7 @@ order (the measured one where the target keeps the schedule, N_PP, m and v; else
 chunk holds and the work a device does in one) plus the same o: its makespan is the target's pipeline time.
 """
 
-from traceparse.analyzers.bubble import replay, textbook_orders
+from traceparse.models.pipeline import replay, textbook_orders
 from traceparse.layout.model_facts import fact
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o

@@ -1,4 +1,5 @@
-"""``whatif --sweep``: every layout of the same world size within the notes' bounds, ranked by predicted step time.
+"""``whatif --sweep``: every layout of the same world size within the notes' bounds, ranked by how reliable its
+forecast is, then by predicted step time.
 
 Candidates keep the measured cp, sp and ep and the micro-batch size; for each split of the rest of the world into
 dp x tp x pp they take every ZeRO stage (dp > 1) and, with a pipeline, 1F1B with m = max(measured m, N_PP) and, when
@@ -7,10 +8,17 @@ TP spans more ranks than a node holds (``ranks_per_node``) or more heads than th
 (``kv_heads``), when PP has more stages than the model has layers or the layers do not divide evenly (into N_PP
 stages of v chunks each), or when its memory exceeds the device's (``device_memory_bytes``). ``whatif --layout``
 refuses a target by the same ``excluded``. A bound whose fact is unknown is not applied and said so.
+
+Each candidate carries its forecast's kind and that kind's validated step-time error (reliability.kind): the
+forecasts of a reliable kind (validated within reliability.RELIABLE) come first, then those validated off by
+more, then those of a kind no validation pair covers, then those without a step time (each with what would make
+it forecastable: reliability.remedy), then the excluded; within each group, fastest predicted first.
 """
 
-from traceparse.whatif.forecast import forecast
-from traceparse.whatif.measured import model_layers
+from traceparse.errors import TraceError
+from traceparse.whatif.forecast import forecast, target_layout
+from traceparse.whatif.measured import layout, model_layers
+from traceparse.whatif.reliability import RELIABLE, SOURCE, kind, remedy
 
 
 def divisors(n):
@@ -62,20 +70,48 @@ def excluded(c: dict, facts: dict, layers, memory) -> str | None:
     return None
 
 
+def restated(m: dict) -> dict:
+    """The measured layout as a target re-states it (forecast.target_layout with nothing given: the defaults a
+    target gets filled in), the baseline of a forecast's kind (reliability.kind)."""
+    try:
+        return target_layout(m, {})
+    except TraceError:  # a measured layout no target could state (e.g. its degrees do not divide its world)
+        return {**layout(m), "layers": None, "balanced": False}
+
+
+def tier(row: dict) -> int:
+    """A candidate's place in the ranking: 0 reliable, 1 validated but off by more than RELIABLE, 2 not validated,
+    3 no step time, 4 excluded."""
+    if row["excluded"]:
+        return 4
+    if row["prediction"]["step_time_ns"] is None:
+        return 3
+    k = row["forecast_kind"]
+    return 0 if k["reliable"] else 1 if k["error"] is not None else 2
+
+
+TIERS = ("reliable", "not_reliable", "not_validated", "step_unknown", "excluded")
+
+
 def sweep(m: dict, facts: dict, world: int) -> dict:
-    """{candidates (ranked: predicted step time, fastest first; excluded last), bounds (what was applied)}."""
+    """{candidates (ranked: reliable forecasts first, then by predicted step time; excluded last), bounds (what was
+    applied), reliability (the bound, where the errors come from, how many candidates fall in each tier)}."""
     layers = model_layers(m)
+    s = restated(m)
     t0 = {k: m[k]["value"] for k in ("cp", "sp", "ep", "microbatches")}
     rows = []
     for c in candidates(t0, world, layers):
         got = forecast(m, c)
         why = excluded(c, facts, layers, got["prediction"]["memory_per_device_bytes"])
         rows.append({"layout": got["target"], "prediction": got["prediction"], "excluded": why,
-                     "step_time_how": got["how"]["step_time"]})
-    rows.sort(key=lambda r: (r["excluded"] is not None, r["prediction"]["step_time_ns"] is None,
-                             r["prediction"]["step_time_ns"] or 0))
+                     "step_time_how": got["how"]["step_time"], "forecast_kind": kind(s, got["target"], layers),
+                     "remedy": remedy(got["prediction"], got["how"])})
+    for r in rows:
+        r["tier"] = TIERS[tier(r)]
+    rows.sort(key=lambda r: (TIERS.index(r["tier"]), r["prediction"]["step_time_ns"] or 0))
     how = {"ranks_per_node": "--given ranks_per_node=N", "kv_heads": "--given kv_heads=N",
            "device_memory_bytes": "--device-memory GIB"}
     bounds = {k: facts.get(k) or f"unknown: not applied (state it with {how[k]})" for k in how}
     bounds["layers"] = layers or "unknown: not applied"
-    return {"world_size": world, "bounds": bounds, "candidates": rows}
+    reliability = {"bound": RELIABLE, "source": SOURCE, "tiers": {t: sum(r["tier"] == t for r in rows) for t in TIERS}}
+    return {"world_size": world, "bounds": bounds, "reliability": reliability, "candidates": rows}

@@ -1,0 +1,43 @@
+"""The per-file parse job: one trace file or Flight Recorder dump -> its summary (the trace's tables staged as
+Parquet). The local pool (``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_engine``) both run it."""
+
+from traceparse.errors import TraceError
+
+
+def parse_one(job) -> dict:
+    """``job``: ``(path, out, sniff)``: the file, the folder to stage its tables in, and whether it was found in a
+    folder (then a file whose start shows no trace, or a stray pickle, is ``{"kind": "skipped", "file", "why"}``
+    instead of an error). Returns the trace's summary (``traceparse.ingest.rank.parse_rank_file``) or
+    ``{"kind": "flight_recorder", ...}`` for a dump."""
+    from traceparse.ingest.flight_recorder import is_dump, read_dump
+    from traceparse.ingest.rank import parse_rank_file
+    from traceparse.load.inputs import DUMPS, not_a_trace
+
+    path, out, sniff = job
+    try:
+        if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
+            return {"kind": "flight_recorder", **read_dump(path)}
+        if (not sniff or path.suffix in DUMPS) and _pickled(path):  # named a dump, or a pickle in a folder
+            try:
+                return {"kind": "flight_recorder", **read_dump(path)}
+            except TraceError as e:
+                if not sniff:
+                    raise
+                return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
+        if sniff and (why := not_a_trace(path)):
+            return {"kind": "skipped", "file": path, "why": why}
+        return parse_rank_file(path, out)
+    except TraceError:
+        raise
+    except OSError as e:
+        raise TraceError(path, f"cannot read: {e.strerror or e}") from None
+
+
+def _pickled(path) -> bool:
+    from traceparse.ingest.flight_recorder import PICKLE
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == PICKLE
+    except OSError:
+        return False

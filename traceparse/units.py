@@ -1,0 +1,25 @@
+"""How a number is written in every report and finding: times, byte counts, shares.
+
+A value the trace does not give (None) writes as ``-``, never as 0.
+"""
+
+
+def ms(ns):
+    """Nanoseconds as milliseconds; ``-`` when unknown."""
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def size(b):
+    """Bytes in decimal units (B, kB, MB, GB; 2 decimals); ``-`` when unknown. The one way a byte count is
+    written in every report and finding, so the same number reads the same everywhere."""
+    if b is None:
+        return "-"
+    for unit, k in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= k:
+            return f"{b / k:,.2f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def pct(x):
+    """A fraction as a percentage; ``-`` when unknown."""
+    return "-" if x is None else f"{100 * x:.1f}%"
