@@ -104,10 +104,6 @@ SPEC = Spec(
     ),
 )
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "gather",
-               "scatter", "barrier")
-
-
 def run(ctx):
     ranks = [r for (r,) in ctx.con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
     steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
@@ -202,7 +198,7 @@ def _unmatched(ctx) -> dict:
                count(*) FILTER (WHERE len(group_ranks) >= 2 AND list_has_all(?, group_ranks)
                                 AND (rank, op_id) NOT IN (SELECT (rank, op_id) FROM collective_arrivals)),
                count(*)
-        FROM comm_ops WHERE list_contains(?, op)""", [loaded, loaded, list(COLLECTIVES)]).fetchone()
+        FROM comm_ops WHERE is_collective(op)""", [loaded, loaded]).fetchone()
     return dict(zip(("no_group", "members_not_loaded", "unmatched", "collectives"), row, strict=True))
 
 

@@ -1,1 +1,2 @@
-
+"""Runs over time: the metrics of a run (run_metrics), two runs compared (compare), the history store (store)
+and the dashboard's data (dashboard)."""

@@ -108,8 +108,18 @@ SELECT m.k, greatest(m.s, b.s) AS s, least(m.e, b.e) AS e
 FROM meets m JOIN b ON b.g = m.g AND b.i = m.i
 WHERE b.e > m.s;
 
+-- A collective: an operation every member of its group takes part in (not send/recv).
+CREATE OR REPLACE MACRO is_collective(op) AS (
+    op IN ('all_reduce', 'reduce_scatter', 'all_gather', 'all_to_all', 'broadcast', 'reduce', 'gather', 'scatter',
+           'barrier')
+);
+
+-- The members of a process group as one key: its sorted global ranks as text (NULL when unknown).
+-- Who talks to whom (tagging's traits, arrivals' matching) is keyed by the members alone.
+CREATE OR REPLACE MACRO member_key(ranks) AS (list_sort(ranks)::VARCHAR);
+
 -- The identity of a process group, one key everywhere a group is matched or partitioned by: its
--- sorted global ranks ('?' when unknown) and its name (two groups may have the same ranks).
+-- members ('?' when unknown) and its name (two groups may have the same ranks).
 CREATE OR REPLACE MACRO group_key(ranks, pgname) AS (
-    coalesce(list_sort(ranks)::VARCHAR, '?') || '/' || coalesce(pgname, '')
+    coalesce(member_key(ranks), '?') || '/' || coalesce(pgname, '')
 );

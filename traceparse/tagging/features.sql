@@ -44,7 +44,7 @@ JOIN backward_passes p ON p.rank = c.rank AND p.step = c.step
 
 CREATE TEMP TABLE base AS
 SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_out,
-       c.group_size, c.group_ranks, list_sort(c.group_ranks)::VARCHAR AS group_key,
+       c.group_size, c.group_ranks, member_key(c.group_ranks) AS group_key,
        c.pg_name, c.pg_desc, c.peer,
        (SELECT max(world_size) FROM ranks) AS world_size,
        group_axis(c.pg_desc, c.pg_name) AS axis,

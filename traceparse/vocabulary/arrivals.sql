@@ -3,14 +3,13 @@ INSERT INTO collective_arrivals
 WITH c AS (
     SELECT rank, op_id, op, coalesce(strategy, 'untagged') AS strategy, step, list_sort(group_ranks) AS g,
            CASE WHEN seq IS NOT NULL THEN 'seq' ELSE 'order' END AS matched_by,
-           list_sort(group_ranks)::VARCHAR || CASE WHEN seq IS NOT NULL THEN ' seq ' || seq
+           member_key(group_ranks) || CASE WHEN seq IS NOT NULL THEN ' seq ' || seq
                ELSE ' step ' || coalesce(step::VARCHAR, '-') || ' #' || row_number() OVER (
-                   PARTITION BY rank, list_sort(group_ranks), seq IS NULL, step
+                   PARTITION BY rank, member_key(group_ranks), seq IS NULL, step
                    ORDER BY coalesce(host_ts_ns, exec_ts_ns), op_id) END AS match_key,
            host_ts_ns, exec_ts_ns
     FROM comm_ops
-    WHERE op IN ('all_reduce', 'reduce_scatter', 'all_gather', 'all_to_all', 'broadcast', 'reduce', 'gather',
-                 'scatter', 'barrier')
+    WHERE is_collective(op)
       AND len(group_ranks) >= 2 AND list_contains(group_ranks, rank)
       AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
 ),
