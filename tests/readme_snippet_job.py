@@ -60,20 +60,10 @@ def _worker(rank: int, workdir: str, port: int, steps: int) -> None:
 
 
 def main(workdir: str, steps: int = 8, timeout_s: float = 240) -> None:
-    import time
-
-    import torch.multiprocessing as mp
-
     sys.path.insert(0, str(REPO))
-    from fixtures.generate import _free_port
+    from fixtures.generate import _free_port, spawn_within
 
-    ctx = mp.spawn(_worker, args=(workdir, _free_port(), steps), nprocs=2, join=False)
-    deadline = time.monotonic() + timeout_s
-    while not ctx.join(timeout=2):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            raise TimeoutError(f"the profiled job did not finish in {timeout_s} s")
+    spawn_within(_worker, (workdir, _free_port(), steps), 2, timeout_s, "the profiled job")
 
 
 if __name__ == "__main__":
