@@ -11,15 +11,14 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import public_trace, run_check
+from conftest import committed_runs, public_trace, run_check
 
 from traceparse.analyzers import bubble
 from traceparse.thresholds import check_thresholds as thresholds
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 PIPELINES = ["pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_interleaved_m4",
              "pp4_interleaved_m8", "pp4_1f1b_heavy_m4", "dp2_pp2_tp2"]
-pytestmark = pytest.mark.skipif(not (RUNS / "pp4_1f1b_m4" / "truth.json").exists(), reason="no fixture runs")
+RUNS = committed_runs(*PIPELINES)
 COMM_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:", "record_param_comms")
 
 

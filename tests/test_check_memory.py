@@ -6,10 +6,9 @@ layout) with the table of docs/parallelism.md 3.1; the peak from the raw trace J
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
-from conftest import public_trace, run_check
+from conftest import committed_runs, public_trace, run_check
 
 from traceparse.analyzers import memory
 from traceparse.analyzers.context import Context
@@ -17,9 +16,8 @@ from traceparse.thresholds import check_thresholds as thresholds
 from traceparse.layout.stated import inferred_layout
 from traceparse.load.run import open_run
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ZERO_RUNS = ["ddp4", "zero1_dp4", "fsdp2_zero2_dp4", "fsdp2_zero3_dp4"]
-pytestmark = pytest.mark.skipif(not all((RUNS / n / "truth.json").exists() for n in ZERO_RUNS), reason="no fixture runs")
+RUNS = committed_runs(*ZERO_RUNS)
 DELTA_OPT = 4
 
 
