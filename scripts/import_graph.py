@@ -114,7 +114,6 @@ def cycles(g: dict) -> list:
             if len(group) > 1:
                 out.append(sorted(group))
 
-    sys.setrecursionlimit(10000)
     for v in sorted(g):
         if v not in index:
             visit(v)
