@@ -70,6 +70,7 @@ def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):
     assert s["encoding"]["color"]["field"] == "part" and s["encoding"]["x"]["field"] == "ms"
 
 
+@pytest.mark.slow
 def test_bubble_chart_draws_the_1f1b_formula_and_its_replay(doc):
     lay = truth("pp4_1f1b_m4")["layout"]
     p, m = lay["pp"], lay["microbatches"]

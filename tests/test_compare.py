@@ -152,6 +152,7 @@ def test_delay_variant(db):
     assert by_id(doc)["step_time.mean"]["regressed"] == step_time_regressed(db, "dp2_tp2", "dp2_tp2_delay2")
 
 
+@pytest.mark.slow
 def test_threshold_override_by_group_and_id(db):
     base, new = "ddp4", "straggler_ddp4"
     code, doc = compared(db, base, new, "--threshold", "step_time=1000%")

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from traceparse.cli import main
 from traceparse.render.text import SMALL_RUN, render
 
+pytestmark = pytest.mark.slow  # builds a 64-rank replica of ddp4 (bench/replicate.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
 RANKS = 64

@@ -222,7 +222,7 @@ def test_torch_named_dumps_are_read_from_the_folder_as_torch_left_it(case):
         assert essentials(doc["divergence"]) == {k: t[k] for k in essentials(doc["divergence"])}
 
 
-def test_dumps_in_one_folder_and_traces_named_apart_as_in_the_issue(tmp_path):
+def test_dumps_in_one_folder_and_traces_named_apart(tmp_path):
     """``traceparse hang DUMPDIR TRACES/rank*.json.gz``: the folder holds nothing but torch's suffix-less dumps;
     before, it was passed over, the traces alone read, and "no divergence" said with exit 0 on a hung job."""
     dumps, traces = tmp_path / "dumps", tmp_path / "traces"
@@ -403,6 +403,7 @@ def test_two_different_dumps_of_one_rank_are_refused(tmp_path):
     assert "record 10 is all_reduce #" in r.output
 
 
+@pytest.mark.slow
 def test_the_same_dump_twice_is_read_once(tmp_path):
     folder = rewritten("same_members_groups", tmp_path / "d", as_is)
     shutil.copy(HANGS / "same_members_groups" / "rank_1", folder / "copy_of_rank_1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from conftest import committed_runs
 
 RUNS = committed_runs("ddp2_accum_m4")
@@ -35,6 +36,7 @@ def test_hsdp_reports_its_replicate_and_shard_split(store):
     assert (layout(store(RUNS / "fsdp2_zero3_dp4"))["dp_shard"][0], layout(store(RUNS / "ddp4"))["dp_replicate"][0]) == (4, 4)
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_without_pipeline_annotations(tmp_path, store):
     """ddp2_accum_m4 with DDP's forward annotation renamed: the 4 backward passes per step, each after forward
     compute, still give m = 4."""

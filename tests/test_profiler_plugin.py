@@ -93,6 +93,7 @@ def test_every_rank_carries_the_metadata(name):
         assert meta["torch_version"].startswith("2.13.0") and meta["backend"] == "gloo"
 
 
+@pytest.mark.slow
 def test_text_report_says_what_came_from_the_metadata(analyzed):
     from traceparse.render.text import render_layout
 

@@ -138,6 +138,7 @@ def test_control_has_no_operation_without_size_now(stores):
     assert scalar(con, "SELECT count(*) FROM load_issues WHERE file IS NOT NULL") == 0
 
 
+@pytest.mark.slow
 def test_zero_sized_all_to_all_is_zero_not_unknown(stores):
     """negative_queue records all-to-alls of 0 elements: a known 0, distinct from unknown."""
     zero = [k for k, v in expected_from_annotations(NEG_QUEUE).items() if v[1] == 0]

@@ -493,6 +493,7 @@ def test_html_page_draws_its_chart_offline(browser_page, tmp_path, args, bars):
 
 
 @pytest.mark.parametrize("args", [["--sweep"], ["--layout", "microbatches=8"]], ids=["sweep", "one"])
+@pytest.mark.slow
 def test_html_page_wraps_at_a_narrow_width(browser_page, tmp_path, args):  # noqa: ARG001 (skips without Chromium)
     """At 480 px the page does not scroll sideways: the table's cells wrap, the chart takes the page's width."""
     from playwright.sync_api import sync_playwright

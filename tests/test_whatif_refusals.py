@@ -71,6 +71,7 @@ def test_the_run_own_split_is_not_refused(cli):
         assert cli("whatif", RUNS / "pp4_1f1b_heavy_m4", *args)[0] == 0
 
 
+@pytest.mark.slow
 def test_the_largest_replay_is_forecast(cli):
     code, out, _ = cli("whatif", GPIPE, "--layout", f"microbatches={MAX_ACTIONS // 8}")
     assert code == 0 and out.startswith("target: ")
