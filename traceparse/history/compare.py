@@ -252,7 +252,7 @@ def _busier(base: dict, new: dict, limit: Limit) -> str | None:
     """Why a slower step is the host's doing, or None: NEW's ops ran longer against their fastest (the compute
     floor: the work) than BASE's by more than the step time's own threshold, i.e. more contention."""
     b, n = _value(base, STRETCH), _value(new, STRETCH)
-    margin = limit.value if limit.relative else 0.15  # an absolute threshold: the default step_time's 15%
+    margin = limit.value if limit.relative else load_thresholds().limits["step_time"].value  # absolute: the default
     if not _numeric(b) or not _numeric(n) or not b or n / b - 1 <= margin:
         return None
     return (f"the host was busier: the same ops ran {n:.2f}x their fastest in NEW against {b:.2f}x in BASE "
