@@ -178,6 +178,50 @@ def _floor_msgspec(path):
     return len(doc.get("traceEvents", ())) if isinstance(doc, dict) else len(doc)
 
 
+def _floor_gunzip(path):
+    """gunzip alone (counts no events: 0)."""
+    with gzip.open(path, "rb") as f:
+        f.read()
+    return 0
+
+
+def _floor_raw(path):
+    """gunzip + the JSON validated, the events left as raw bytes (no object per field)."""
+    import msgspec
+
+    class Doc(msgspec.Struct):
+        traceEvents: list[msgspec.Raw] = []
+
+    with gzip.open(path, "rb") as f:
+        return len(msgspec.json.decode(f.read(), type=Doc).traceEvents)
+
+
+def _floor_typed(path):
+    """gunzip + a typed decode of the fields an analysis reads (ph, name, cat, ts, dur, pid, tid; args raw)."""
+    import msgspec
+
+    class Event(msgspec.Struct):
+        ph: str = ""
+        name: str = ""
+        cat: str = ""
+        ts: float | str | None = None
+        dur: float | str | None = None
+        pid: int | str | None = None
+        tid: int | str | None = None
+        args: msgspec.Raw = msgspec.Raw(b"null")
+
+    class Doc(msgspec.Struct):
+        traceEvents: list[Event] = []
+
+    with gzip.open(path, "rb") as f:
+        return len(msgspec.json.decode(f.read(), type=Doc).traceEvents)
+
+
+# the decode floors, cheapest first: what the same step costs when it skips more of the work (bench/speed.py)
+FLOORS = {"floor-gunzip": _floor_gunzip, "floor-raw": _floor_raw, "floor-typed": _floor_typed,
+          "floor-msgspec": _floor_msgspec, "floor-orjson": _floor_orjson}
+
+
 def run_one(kind: str, folder: str) -> dict:
     files = sorted(str(p) for p in Path(folder).glob("rank*.json.gz"))
     res = {"kind": kind, "files": len(files)}
@@ -207,8 +251,8 @@ def run_one(kind: str, folder: str) -> dict:
         con.close()
         res["store_mb"] = round(Path(path).stat().st_size / 1e6, 1)
         shutil.rmtree(Path(path).parent, ignore_errors=True)
-    elif kind in ("floor-orjson", "floor-msgspec"):
-        fn = _floor_orjson if kind == "floor-orjson" else _floor_msgspec
+    elif kind in FLOORS:
+        fn = FLOORS[kind]
         t1 = time.perf_counter()
         with ProcessPoolExecutor(os.cpu_count()) as pool:
             res["events"] = sum(pool.map(fn, files))
