@@ -2,7 +2,6 @@
 
 from dataclasses import dataclass, field
 
-from traceparse.status import at_least, worst  # noqa: F401 (the checks and the cli import them from here)
 from traceparse.store.query import sql_file
 
 

@@ -15,8 +15,7 @@ from collections import defaultdict
 from traceparse.vocabulary import compute
 from traceparse.vocabulary.placement import placement
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
-from traceparse.models.pipeline import (FORMULAS, RAMP_FLOOR, ZERO_BUBBLE, expected_bubble, ramp_floor,  # noqa: F401
-                                        replay, simulate, textbook_orders)
+from traceparse.models.pipeline import FORMULAS, RAMP_FLOOR, ZERO_BUBBLE, expected_bubble, ramp_floor, simulate
 
 SPEC = Spec(
     id="bubble",

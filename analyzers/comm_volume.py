@@ -5,7 +5,8 @@ collectives table (what the ranks pass to the calls): both are reported, each un
 from traceparse.units import size
 
 from traceparse.layout import model_facts as mf
-from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql, worst
+from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
+from traceparse.status import worst
 from traceparse.models.comm_volume import expected
 
 VOLUME = "volume (notes' count: all-reduce 2x)"  # the name the findings, the text report and the chart give it

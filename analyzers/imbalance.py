@@ -15,7 +15,8 @@ from traceparse import stats
 from traceparse.units import ms
 
 from traceparse.vocabulary import compute
-from traceparse.analyzers.base import Result, Spec, grade, worst
+from traceparse.analyzers.base import Result, Spec, grade
+from traceparse.status import worst
 
 SPEC = Spec(
     id="imbalance",

@@ -10,7 +10,8 @@ from collections import defaultdict
 
 from traceparse.units import ms
 
-from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql, worst
+from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
+from traceparse.status import worst
 
 HTA_DEFINITION = (
     "HTA get_comm_comp_overlap: per rank, length of (union of NCCL kernels) intersected with (union of "

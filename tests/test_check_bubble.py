@@ -14,6 +14,7 @@ import pytest
 from conftest import committed_runs, public_trace, run_check
 
 from traceparse.analyzers import bubble
+from traceparse.models import pipeline
 from traceparse.thresholds import check_thresholds as thresholds
 
 PIPELINES = ["pp4_gpipe_m4", "pp4_gpipe_m8", "pp4_1f1b_m4", "pp4_1f1b_m8", "pp4_interleaved_m4",
@@ -60,11 +61,11 @@ def one_f_one_b_order(n, m, stage):
 def test_simulating_textbook_orders_gives_the_formula(build, n, m):
     orders = {s: build(n, m, s) for s in range(n)}
     for backward in (1, 2):
-        assert set(bubble.simulate(orders, backward).values()) == {Fraction(n - 1, m + n - 1)}
+        assert set(pipeline.simulate(orders, backward).values()) == {Fraction(n - 1, m + n - 1)}
 
 
 def test_simulation_refuses_an_order_that_cannot_finish():
-    assert bubble.simulate({0: [("B", 0, 0), ("F", 0, 0)], 1: [("F", 1, 0), ("B", 1, 0)]}) is None
+    assert pipeline.simulate({0: [("B", 0, 0), ("F", 0, 0)], 1: [("F", 1, 0), ("B", 1, 0)]}) is None
 
 
 @pytest.mark.parametrize("name", PIPELINES)
@@ -232,13 +233,13 @@ def test_simulating_split_backwards_by_hand():
     # own stage's I), I1 [5,6] W1 [6,7]: makespan 7, 6 busy, 1 idle on each rank = the ramp
     orders = {0: [("F", 0, 0), ("F", 0, 1), ("I", 0, 0), ("W", 0, 0), ("I", 0, 1), ("W", 0, 1)],
               1: [("F", 1, 0), ("I", 1, 0), ("F", 1, 1), ("I", 1, 1), ("W", 1, 0), ("W", 1, 1)]}
-    assert bubble.simulate(orders, 2) == {0: Fraction(1, 7), 1: Fraction(1, 7)} == {r: ramp(2, 2, 1, 2) for r in orders}
+    assert pipeline.simulate(orders, 2) == {0: Fraction(1, 7), 1: Fraction(1, 7)} == {r: ramp(2, 2, 1, 2) for r in orders}
     # F = B = 1, I = W = 1/2: rank 1 F0 [1,2] I0 [2,2.5] F1 [2.5,3.5] I1 [3.5,4] W0 W1 [4,5]; rank 0 F0 F1 [0,2], I0
     # [2.5,3] W0 [3,3.5], I1 [4,4.5] W1 [4.5,5]: makespan 5, 4 busy, 1 idle = the ramp again
-    assert set(bubble.simulate(orders, 1).values()) == {Fraction(1, 5)} == {ramp(2, 2, 1, 1)}
+    assert set(pipeline.simulate(orders, 1).values()) == {Fraction(1, 5)} == {ramp(2, 2, 1, 1)}
     # a W cannot run before its own I; an I of stage 0 not before the I of stage 1
-    assert bubble.simulate({0: [("F", 0, 0), ("W", 0, 0), ("I", 0, 0)], 1: [("F", 1, 0), ("I", 1, 0), ("W", 1, 0)]}) is None
-    assert bubble.simulate({0: [("F", 0, 0), ("I", 0, 0), ("W", 0, 0)], 1: [("F", 1, 0), ("W", 1, 0), ("I", 1, 0)]}) is None
+    assert pipeline.simulate({0: [("F", 0, 0), ("W", 0, 0), ("I", 0, 0)], 1: [("F", 1, 0), ("I", 1, 0), ("W", 1, 0)]}) is None
+    assert pipeline.simulate({0: [("F", 0, 0), ("I", 0, 0), ("W", 0, 0)], 1: [("F", 1, 0), ("W", 1, 0), ("I", 1, 0)]}) is None
 
 
 @pytest.mark.parametrize("cls_name,n,m", [
@@ -249,9 +250,9 @@ def test_simulating_split_backwards_by_hand():
 def test_torch_zero_bubble_orders_idle_only_the_ramp(cls_name, n, m):
     orders = torch_order(cls_name, n, m)
     # F = I = W (the cost model the zero-bubble schedules are built for): nothing but the ramp, on every rank
-    assert set(bubble.simulate(orders, 2).values()) == {ramp(n, m, 2, 2)} == {bubble.ramp_floor(n, m, 2)}
+    assert set(pipeline.simulate(orders, 2).values()) == {ramp(n, m, 2, 2)} == {pipeline.ramp_floor(n, m, 2)}
     # F = B, I = W = B/2: interleaved zero bubble and DualPipeV still reach the ramp; ZB-V (tuned for F = I = W) does not
-    at_equal_fb = set(bubble.simulate(orders, 1).values())
+    at_equal_fb = set(pipeline.simulate(orders, 1).values())
     if cls_name == "ScheduleZBVZeroBubble":
         assert len(at_equal_fb) == 1 and at_equal_fb.pop() > ramp(n, m, 2, 1)
     else:
@@ -261,7 +262,7 @@ def test_torch_zero_bubble_orders_idle_only_the_ramp(cls_name, n, m):
 @pytest.mark.slow
 def test_zbv_below_2n_minus_1_microbatches_idles_more_than_the_ramp():
     orders = torch_order("ScheduleZBVZeroBubble", 4, 4)  # torch pads ZB-V to 2 N_PP - 1 = 7 micro-batches
-    assert set(bubble.simulate(orders, 2).values()) == {Fraction(1, 5)} and Fraction(1, 5) > ramp(4, 4, 2, 2)
+    assert set(pipeline.simulate(orders, 2).values()) == {Fraction(1, 5)} and Fraction(1, 5) > ramp(4, 4, 2, 2)
 
 
 @pytest.mark.parametrize("name", ZERO_BUBBLE_RUNS)
@@ -328,12 +329,12 @@ def test_zero_bubble_replays_below_interleaved_1f1b(zb, plain, check):
 @pytest.mark.parametrize("n,m", [(4, 4), (4, 8), (2, 4)])
 @pytest.mark.parametrize("schedule,build", [("gpipe", gpipe_order), ("1f1b", one_f_one_b_order)])
 def test_textbook_orders_are_the_schedules(schedule, build, n, m):
-    assert bubble.textbook_orders(schedule, n, m) == {s: build(n, m, s) for s in range(n)}
+    assert pipeline.textbook_orders(schedule, n, m) == {s: build(n, m, s) for s in range(n)}
 
 
 def test_a_stage_twice_as_slow_sets_the_pace():
     """GPipe, 2 stages, 2 micro-batches, F = B = 1 on stage 0 and 2 on stage 1: stage 1 runs F0 F1 B0 B1 at
     [1,3] [3,5] [5,7] [7,9]; stage 0's backwards wait for them: B0 at [7,8], B1 at [9,10]. Makespan 10; stage 0
     computes 4 of it, stage 1 8."""
-    span, busy = bubble.replay(bubble.textbook_orders("gpipe", 2, 2), lambda _, stage: Fraction((1, 2)[stage]))
+    span, busy = pipeline.replay(pipeline.textbook_orders("gpipe", 2, 2), lambda _, stage: Fraction((1, 2)[stage]))
     assert {r: 1 - busy[r] / span for r in busy} == {0: Fraction(6, 10), 1: Fraction(2, 10)}

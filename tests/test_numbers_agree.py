@@ -109,7 +109,8 @@ def test_input_bytes_and_volume_keep_their_names_and_values(doc, path):
     """The collectives' input bytes and the notes' volume (all-reduce 2x): each under its own name in the JSON, the
     text report and compare's metrics, every volume finding quoting the volume table, the input bytes of a strategy
     the same in the collectives and the comm_volume check."""
-    from traceparse.render.text import render, size
+    from traceparse.render.text import render
+    from traceparse.units import size
     from traceparse.history.run_metrics import run_metrics
 
     d = doc(path)
@@ -239,7 +240,8 @@ def test_imbalance_and_overlap_findings_quote_the_report(doc, path):
     imbalance and pipeline stages tables (per rank per step, per micro-batch), the straggler's evidence in the
     JSON, and for overlap the per rank per step times, which for a strategy every rank runs are compare's
     exposed_comm.<strategy>."""
-    from traceparse.render.text import ms, render
+    from traceparse.render.text import render
+    from traceparse.units import ms
     from traceparse.history.run_metrics import run_metrics
 
     d = doc(path)

@@ -9,7 +9,7 @@ from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.load.run import open_run
-from traceparse.tagging.features import COLUMNS
+from traceparse.store.schema import FEATURES as COLUMNS
 from traceparse.tagging.rules import load_rules, matches, validate
 
 RULES = load_rules()

@@ -23,3 +23,9 @@ def size(b):
 def pct(x):
     """A fraction as a percentage; ``-`` when unknown."""
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def first_of(items, most: int = 8) -> str:
+    """``items`` in a message: the first ``most``, then how many there are in all (``1, 2, ... (40 in all)``)."""
+    items = [str(i) for i in items]
+    return ", ".join(items[:most]) + (f", ... ({len(items)} in all)" if len(items) > most else "")

@@ -5,6 +5,16 @@ prints that section."""
 import re
 from importlib.resources import files
 
+CITED = re.compile(r"docs/parallelism\.md ((?:\d+(?:\.\d+)*)(?:, \d+(?:\.\d+)*)*)")  # how a section is cited
+
+
+def cited_sections(text: str) -> list[str]:
+    """The sections of docs/parallelism.md that ``text`` cites, in order, each once."""
+    out = []
+    for m in CITED.finditer(text):
+        out += m.group(1).split(", ")
+    return list(dict.fromkeys(out))
+
 
 def parallelism_text() -> str:
     """docs/parallelism.md as installed (the package data of ``traceparse.docs``)."""

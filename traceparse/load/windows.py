@@ -7,9 +7,11 @@ One window of each rank is loaded: by default each rank's latest, said in one lo
 ``--window STEP`` loads, of each rank, the window holding profiler step ``STEP``."""
 
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 from traceparse.errors import TraceError, shown
+from traceparse.units import first_of
 
 OPTION = "--window"
 SHOWN = 8  # windows listed in a message
@@ -43,7 +45,7 @@ def choose_windows(summaries: list[dict], window=None) -> tuple[list[dict], list
         return summaries, []
     if any(not _windows_of_one_rank(ss) for ss in several.values()):
         return summaries, []
-    found = sorted({tuple(s["steps"]) for s in summaries if s.get("steps")}, key=lambda w: (w[1], w[0]))
+    found = _windows(summaries)
     if window is None:
         chosen = {r: max(ss, key=lambda s: s["steps"][1]) for r, ss in several.items()}
     else:
@@ -54,7 +56,7 @@ def choose_windows(summaries: list[dict], window=None) -> tuple[list[dict], list
                              f"{_list(found)}" if found else f"no profiled window holds step {window}: the traces "
                              "have no ProfilerStep#N annotations")
     keep = [s for s in summaries if s["rank"] is None or chosen.get(s["rank"], s) is s]
-    loaded = sorted({tuple(s["steps"]) for s in keep if s.get("steps")}, key=lambda w: (w[1], w[0]))
+    loaded = _windows(keep)
     where = _folder(summaries)
     if window is None:
         earlier = next(w for w in found if w not in loaded)
@@ -66,18 +68,22 @@ def choose_windows(summaries: list[dict], window=None) -> tuple[list[dict], list
     return keep, [(where, "info", what, 1)]
 
 
+def _windows(summaries) -> list[tuple]:
+    """The distinct windows (first, last ProfilerStep#N) of ``summaries``, latest last."""
+    return sorted({tuple(s["steps"]) for s in summaries if s.get("steps")}, key=lambda w: (w[1], w[0]))
+
+
 def _windows_of_one_rank(ss: list[dict]) -> bool:
     if any(not s.get("steps") for s in ss):
         return False
     ranges = sorted(tuple(s["steps"]) for s in ss)
-    return all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    return all(a[1] < b[0] for a, b in pairwise(ranges))
 
 
 def _list(windows) -> str:
     """``steps 2-3, 6-7`` (the first and last ProfilerStep#N of each window)."""
-    spans = [str(a) if a == b else f"{a}-{b}" for a, b in windows[:SHOWN]]
-    more = f", ... ({len(windows)} in all)" if len(windows) > SHOWN else ""
-    return ("step " if len(windows) == 1 and windows[0][0] == windows[0][1] else "steps ") + ", ".join(spans) + more
+    spans = [str(a) if a == b else f"{a}-{b}" for a, b in windows]
+    return ("step " if len(windows) == 1 and windows[0][0] == windows[0][1] else "steps ") + first_of(spans, SHOWN)
 
 
 def _folder(summaries) -> str | None:

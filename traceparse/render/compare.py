@@ -6,7 +6,8 @@ line), and the verdict. A value the run does not
 give prints as ``-``.
 """
 
-from traceparse.render.text import size, table
+from traceparse.render.text import table
+from traceparse.units import size
 
 MARK = {"regressed": "❌", "incomplete": "⚠️", "ok": "✅"}
 

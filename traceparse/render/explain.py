@@ -9,9 +9,10 @@ A check's or metric's long fields print as short labelled lines: ``  label:`` th
 import re
 import textwrap
 
+from traceparse.document.reference import CITED, cited_sections
+
 WIDTH = 100
 CHECK_FIELDS = ("definition", "numerator", "denominator", "needs", "notes")
-CITED = re.compile(r"docs/parallelism\.md ((?:\d+(?:\.\d+)*)(?:, \d+(?:\.\d+)*)*)")
 NBSP = "\u00a0"
 
 
@@ -25,14 +26,6 @@ def labelled(label: str, text: str, width: int = WIDTH) -> str:
         lines += textwrap.wrap(sentence, width=width, initial_indent="    ", subsequent_indent="      ",
                                break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines).replace(NBSP, " ")
-
-
-def cited_sections(text: str) -> list[str]:
-    """The sections of docs/parallelism.md that ``text`` cites, in order, each once."""
-    out = []
-    for m in CITED.finditer(text):
-        out += m.group(1).split(", ")
-    return list(dict.fromkeys(out))
 
 
 def with_docs(text: str) -> str:

@@ -13,7 +13,7 @@ import statistics
 
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
-from traceparse.units import ms, pct, size
+from traceparse.units import first_of, ms, pct, size
 
 
 def table(headers, rows) -> str:
@@ -284,11 +284,6 @@ def _busiest(threads) -> str:
     return f"{pct(b['busy_fraction'])} {(m.group(1) if m else name)[:20]}".strip()
 
 
-def _listed(ranks: list, at_most: int = 8) -> str:
-    shown = ", ".join(map(str, ranks[:at_most]))
-    return shown + (f", ... ({len(ranks)})" if len(ranks) > at_most else "")
-
-
 def render_rank_summary(doc) -> str:
     """A run of many ranks: one table of the min / median / max rank by step mean and the ranks the checks
     name, with the per-step numbers of imbalance, the rank's comm % and its busiest thread; the ranks beyond the
@@ -315,7 +310,7 @@ def render_rank_summary(doc) -> str:
                   "busiest thread"], rows)]
     hint = f"({len(per)} ranks: min / median / max by step mean" + (", and the ranks a check names" if named else "")
     if beyond:
-        hint += f"; beyond the spread: rank{'s' if len(beyond) > 1 else ''} {_listed(beyond)}"
+        hint += f"; beyond the spread: rank{'s' if len(beyond) > 1 else ''} {first_of(beyond)}"
     out.append(hint + f"; all of them, per-rank totals and busy time per thread: {FULL_HINT})")
     if imb.get("pp_stages"):
         out += ["", _stages_table(imb["pp_stages"], summarized=True)]

@@ -1,7 +1,7 @@
 """The text of ``traceparse whatif``. A value that cannot be forecast (None) prints as ``-``, never as 0."""
 
-from traceparse.render.text import ms as _ms
-from traceparse.render.text import pct as _share
+from traceparse.units import ms as _ms
+from traceparse.units import pct as _share
 from traceparse.axes import AXES, SCHEDULE_KEYS
 from traceparse.render.page import text
 

@@ -2,7 +2,7 @@
 vocabulary (main_threads, backward_passes); its columns are defined once, in traceparse/store/schema.py (FEATURES)."""
 
 from traceparse.store.query import sql_file
-from traceparse.store.schema import FEATURES as COLUMNS, features_comments  # noqa: F401 (COLUMNS: the rules' columns)
+from traceparse.store.schema import features_comments
 
 
 def build_features(con):

@@ -15,7 +15,7 @@ from importlib.resources import files
 import duckdb
 
 from traceparse.rule_files import read_rule
-from traceparse.tagging.features import COLUMNS
+from traceparse.store.schema import FEATURES as COLUMNS
 from traceparse.axes import AXES
 
 STRATEGIES = set(AXES)
