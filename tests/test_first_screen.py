@@ -134,3 +134,21 @@ def test_small_runs_print_every_table_as_before(run, tmp_path):
     assert len(doc["summary"]["per_rank"]) <= SMALL_RUN
     assert r.stdout.rstrip("\n") == render(doc, full=True)
     assert "--full" not in r.stdout
+
+
+def test_a_pipeline_of_64_stages_lists_the_spread_and_the_heavy_stage(tmp_path):
+    """pp4_1f1b_m4 replicated to 64 ranks is one 64-stage pipeline: its stages table shows the stages with the least,
+    median and most compute floor and the stage the checks call heavy; --full lists all 64."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import replicate
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    replicate.replicate(RUNS / "pp4_1f1b_m4", tmp_path / "run", RANKS)
+    pair = (tmp_path / "run", tmp_path / "store.duckdb")
+    doc = json.loads(analyze(pair, "--format", "json"))
+    stages = {r["stage"] for r in doc["checks"]["imbalance"]["pp_stages"]}
+    assert stages == set(range(RANKS))
+    shown = table_ranks(analyze(pair), "pipeline stages, per micro-batch")
+    assert 3 <= len(shown) <= 4 and doc["checks"]["imbalance"]["heavy_stage"] in shown
+    assert table_ranks(analyze(pair, "--full"), "pipeline stages, per micro-batch") == stages

@@ -313,13 +313,14 @@ def render_rank_summary(doc) -> str:
         hint += f"; beyond the spread: rank{'s' if len(beyond) > 1 else ''} {first_of(beyond)}"
     out.append(hint + f"; all of them, per-rank totals and busy time per thread: {FULL_HINT})")
     if imb.get("pp_stages"):
-        out += ["", _stages_table(imb["pp_stages"], summarized=True)]
+        out += ["", _stages_table(imb["pp_stages"], summarized=True, heavy=imb.get("heavy_stage"))]
     return "\n".join(out)
 
 
-def _stages_table(stages, summarized=False) -> str:
+def _stages_table(stages, summarized=False, heavy=None) -> str:
     """The pipeline stages per micro-batch; ``summarized``: one row per stage, its rank with the most compute
-    floor (the heavy stage's rank is the one the findings quote)."""
+    floor (the heavy stage's rank is the one the findings quote), and of more than ``SMALL_RUN`` stages only those
+    with the least, median and most compute floor and the ``heavy`` stage the checks name."""
     rows = stages
     if summarized:
         best = {}
@@ -328,13 +329,18 @@ def _stages_table(stages, summarized=False) -> str:
             if kept is None or (r["compute_floor_per_microbatch_ns"] or 0) > (kept["compute_floor_per_microbatch_ns"] or 0):
                 best[r["stage"]] = r
         rows = [best[k] for k in sorted(best)]
+    n_stages = len(rows)
+    if summarized and n_stages > SMALL_RUN:  # many stages: the least, median and most compute floor, the heavy one
+        picks, _ = spread_picks({r["stage"]: r["compute_floor_per_microbatch_ns"] for r in rows})
+        rows = [r for r in rows if r["stage"] in picks or r["stage"] == heavy]
     out = ["pipeline stages, per micro-batch: the heavy stage has the most compute floor"
-           + ("; per stage, its rank with the most" if len(rows) < len(stages) else ""),
+           + ("; per stage, its rank with the most" if n_stages < len(stages) else "")
+           + ("; the stages with the least, median and most, and the heavy one" if len(rows) < n_stages else ""),
            table(["stage", "rank", "compute", "compute floor"],
                  [[r["stage"], r["rank"], ms(r["compute_per_microbatch_ns"]), ms(r["compute_floor_per_microbatch_ns"])]
                   for r in rows])]
     if len(rows) < len(stages):
-        out.append(f"({len(stages)} ranks in {len(rows)} stages; all of them: {FULL_HINT})")
+        out.append(f"({len(stages)} ranks in {n_stages} stages; all of them: {FULL_HINT})")
     return "\n".join(out)
 
 
