@@ -83,8 +83,8 @@ def run(ctx):
 
 
 def _any_delta(ctx):
-    got = ctx.con.execute("SELECT elem_bytes, any_value(dtype) FROM comm_ops WHERE elem_bytes IS NOT NULL "
-                          "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchone()
+    got = ctx.con.execute("SELECT elem_bytes, string_agg(DISTINCT dtype, ', ' ORDER BY dtype) FROM comm_ops "
+                          "WHERE elem_bytes IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1").fetchone()
     if got:
         return mf.fact(got[0], f"trace: element size of the most common collectives ({got[1]})")
     return mf.fact(4, "assumed 4 (fp32): no stated dtype_bytes and no collective with a known dtype")

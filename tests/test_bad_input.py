@@ -214,13 +214,14 @@ def test_failed_load_does_not_touch_existing_store(tmp_path):
     good = write(tmp_path / "rank0.json", trace([x("a", 1, 1)], rank=0))
     db = tmp_path / "s.duckdb"
     load(good, db).close()
-    before = db.read_bytes()
+    parts = tmp_path / "s.duckdb.ranks"
+    before = db.read_bytes(), sorted((p.relative_to(parts), p.read_bytes()) for p in parts.rglob("*") if p.is_file())
     bad = tmp_path / "rank1.json"
     bad.write_text("{not json")
     with pytest.raises(TraceError):
         load_run([bad], db=db)
-    assert db.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["rank0.json", "rank1.json", "s.duckdb"])
+    assert (db.read_bytes(), sorted((p.relative_to(parts), p.read_bytes()) for p in parts.rglob("*") if p.is_file())) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["rank0.json", "rank1.json", "s.duckdb", "s.duckdb.ranks"])
 
 
 @pytest.mark.slow

@@ -13,8 +13,6 @@ import re
 from decimal import Decimal
 from pathlib import Path
 
-import duckdb
-
 _MARK = "\x00num\x00"
 _MARKED = re.compile(r'"\\u0000num\\u0000([^"]*)"')
 
@@ -93,12 +91,12 @@ def write(path, doc, indent=None) -> Path:
 
 def load(paths, db, **kw):
     """load_run into ``db`` and return a read-only connection to the store."""
-    from traceparse.load.run import load_run
+    from traceparse.load.run import connect, load_run
 
     if not isinstance(paths, (list, tuple)):
         paths = [paths]
     path, _ = load_run(list(paths), db=db, **kw)
-    return duckdb.connect(str(path), read_only=True)
+    return connect(path)
 
 
 def rows(con, sql, params=None) -> list[dict]:

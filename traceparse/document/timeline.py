@@ -30,12 +30,13 @@ ORDER BY mean_ns, step NULLS FIRST
 
 # the chosen step is the variable timeline_step (a parameter: the query text is constant)
 SQL_BARS = """
-SELECT k.rank, k.kind, k.strategy, min(s) AS s, max(e) AS e, count(*) AS intervals, arg_max(name, e - s) AS name
+SELECT k.rank, k.kind, k.strategy, min(s) AS s, max(e) AS e, count(*) AS intervals,
+       arg_max(name, (e - s, -ev_id)) AS name  -- of equally long ones, the first in the file
 FROM interval_pieces($$
-    SELECT {'rank': rank, 'kind': 'compute', 'strategy': NULL::VARCHAR} AS k, start_ns AS s, end_ns AS e, name
+    SELECT {'rank': rank, 'kind': 'compute', 'strategy': NULL::VARCHAR} AS k, start_ns AS s, end_ns AS e, name, ev_id
     FROM compute_intervals WHERE in_window AND step IS NOT DISTINCT FROM getvariable('timeline_step')
     UNION ALL
-    SELECT {'rank': rank, 'kind': 'comm', 'strategy': coalesce(strategy, 'untagged')}, start_ns, end_ns, name
+    SELECT {'rank': rank, 'kind': 'comm', 'strategy': coalesce(strategy, 'untagged')}, start_ns, end_ns, name, ev_id
     FROM comm_intervals WHERE in_window AND counted AND step IS NOT DISTINCT FROM getvariable('timeline_step')
 $$, true)
 GROUP BY k, piece ORDER BY k.rank, k.kind, k.strategy NULLS FIRST, s

@@ -57,8 +57,8 @@ def delta(ctx, strategy=None) -> dict:
     if "dtype_bytes" in ctx.stated:
         return stated(ctx, "dtype_bytes")
     got = ctx.con.execute(
-        "SELECT elem_bytes, any_value(dtype), count(*) FROM comm_ops WHERE strategy = ? AND elem_bytes IS NOT NULL "
-        "GROUP BY 1 ORDER BY 3 DESC LIMIT 1", [strategy or "dp"]).fetchone()
+        "SELECT elem_bytes, string_agg(DISTINCT dtype, ', ' ORDER BY dtype), count(*) FROM comm_ops "
+        "WHERE strategy = ? AND elem_bytes IS NOT NULL GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 1", [strategy or "dp"]).fetchone()
     if got:
         return fact(got[0], f"trace: element size of the {strategy or 'dp gradient'} collectives ({got[1]})")
     return fact(None, f"no {strategy or 'dp'} collective with a known dtype and no stated dtype_bytes")

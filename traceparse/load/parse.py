@@ -1,17 +1,20 @@
-"""The per-file parse job: one trace file or Flight Recorder dump -> its summary (the trace's tables staged as
-Parquet). The local pool (``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_engine``) both run it."""
+"""The per-file job: one trace file or Flight Recorder dump -> its summary, with the rank's tables written as its
+Parquet (the parse, then everything that needs no other rank: ``traceparse.vocabulary.per_rank``). The local pool
+(``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_engine``) both run it."""
 
 from traceparse.errors import TraceError
 
 
 def parse_one(job) -> dict:
-    """``job``: ``(path, out, sniff)``: the file, the folder to stage its tables in, and whether it was found in a
+    """``job``: ``(path, out, sniff)``: the file, the folder to write its tables in, and whether it was found in a
     folder (then a file whose start shows no trace, or a stray pickle, is ``{"kind": "skipped", "file", "why"}``
     instead of an error). Returns the trace's summary (``traceparse.ingest.rank.parse_rank_file``) or
     ``{"kind": "flight_recorder", ...}`` for a dump."""
     from traceparse.ingest.flight_recorder import is_dump, read_dump
     from traceparse.ingest.rank import parse_rank_file
     from traceparse.load.inputs import DUMPS, not_a_trace
+    from traceparse.load.run_identity import clock_of
+    from traceparse.vocabulary.per_rank import prepare_rank
 
     path, out, sniff = job
     try:
@@ -26,7 +29,11 @@ def parse_one(job) -> dict:
                 return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
         if sniff and (why := not_a_trace(path)):
             return {"kind": "skipped", "file": path, "why": why}
-        return parse_rank_file(path, out)
+        summary = parse_rank_file(path, out / "raw")
+        summary["clock_offset_ns"], summary["clock_method"] = clock_of(summary)
+        prepare_rank(out / "raw", out, summary["clock_offset_ns"])
+        summary["stage"] = str(out)
+        return summary
     except TraceError:
         raise
     except OSError as e:

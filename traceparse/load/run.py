@@ -27,6 +27,7 @@ from traceparse.load.parse import parse_one
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
+from traceparse.store.parts import folder_of, new_token, rank_folder, token_of
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -81,25 +82,26 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             raise TraceError(target, "is a directory; --db names the store file to write or read")
         if target.exists():
             stored = _stored_key(target)
-            if stored == key:
+            if stored == key and _parts_intact(target):
                 return target, True
             if stored is None:
                 raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
         _make_parent(target)
     elif use_cache:
         target = cache_dir() / f"{key}.duckdb"
-        if _cache_entry_intact(target) and _stored_key(target) == key:
+        if _cache_entry_intact(target) and _stored_key(target) == key and _parts_intact(target):
             return target, True
         _clear_cache_entry(target)  # damaged, stale or missing: built again
         _make_parent(target)
     else:
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
+    parts = folder_of(target)
     try:
-        stage = Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+        stage = _stage_folder(parts, stage_root)
     except OSError as e:
         if db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
-        raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
+        raise TraceError(stage_root or parts.parent, f"cannot write the per-rank Parquet there: {e.strerror}") from None
     tmp = temp_beside(target)
     done = False
     try:
@@ -124,9 +126,16 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
+        if summaries:
+            _name_rank_folders(stage, summaries)
+            meta["parts"] = new_token(stage)
         from traceparse.load.build import build_store
 
-        build_store(tmp, summaries, issues, meta, dumps)
+        build_store(tmp, summaries, issues, meta, dumps, stage)
+        if summaries:
+            _put_in_place(stage, parts)
+        else:
+            shutil.rmtree(parts, ignore_errors=True)
         os.replace(tmp, target)
         if db is None and use_cache:
             _stamp(target)
@@ -138,6 +147,41 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if not done and db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
     return target, False
+
+
+def _stage_folder(parts: Path, stage_root) -> Path:
+    """Where the parse tasks write the ranks' Parquet: beside the store's per-rank folder (moved into place, whole,
+    once the store is built), or under ``stage_root`` (a folder every Ray worker can reach)."""
+    if stage_root is not None:
+        return Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+    stage = temp_beside(parts)
+    stage.mkdir()
+    return stage
+
+
+def _name_rank_folders(stage: Path, summaries: list[dict]):
+    """Each loaded file's folder renamed after its rank (``rank=N``, parts.rank_folder); the folders of files not
+    loaded (other profiled windows) removed."""
+    kept = set()
+    for s in summaries:
+        folder = rank_folder(stage, s["rank"])
+        os.rename(s["stage"], folder)
+        s["stage"] = str(folder)
+        kept.add(folder.name)
+    for p in stage.iterdir():
+        if p.is_dir() and p.name not in kept:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _put_in_place(stage: Path, parts: Path):
+    """The built per-rank folder ``stage`` becomes the store's ``parts``; a previous one is removed."""
+    old = None
+    if parts.exists() or parts.is_symlink():
+        old = temp_beside(parts)
+        os.rename(parts, old)
+    shutil.move(stage, parts)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True) if old.is_dir() and not old.is_symlink() else old.unlink()
 
 
 def _make_parent(target: Path):
@@ -152,8 +196,16 @@ def _stamp_path(entry: Path) -> Path:
 
 
 def _stamp_text(entry: Path) -> str:
+    """The entry's size and time, then its per-rank folder's files (name, size, time)."""
     st = entry.stat()
-    return f"{st.st_size} {st.st_mtime_ns}\n"
+    lines = [f"{st.st_size} {st.st_mtime_ns}"]
+    parts = folder_of(entry)
+    if parts.is_dir():
+        for p in sorted(parts.rglob("*")):
+            if p.is_file():
+                ps = p.stat()
+                lines.append(f"{p.relative_to(parts)} {ps.st_size} {ps.st_mtime_ns}")
+    return "\n".join(lines) + "\n"
 
 
 def _stamp(entry: Path):
@@ -163,7 +215,8 @@ def _stamp(entry: Path):
 
 
 def _cache_entry_intact(entry: Path) -> bool:
-    """A regular file, with no journal beside it (traceparse closes its stores clean), as stamped."""
+    """A regular file, with no journal beside it (traceparse closes its stores clean), as stamped (its per-rank
+    folder included)."""
     try:
         return (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()
                 and _stamp_path(entry).read_text() == _stamp_text(entry))
@@ -226,7 +279,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
         return results
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["traceparse.ingest.rank"])
+    ctx.set_forkserver_preload(["traceparse.ingest.rank", "traceparse.vocabulary.per_rank"])
     _note_multiprocessing_tempdir()
     pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_die_with, initargs=(os.getpid(),))
     try:
@@ -447,6 +500,21 @@ def _contradiction(a, b) -> str | None:
             return (f"record {rid} is {ea[rid]['op']} #{ea[rid]['seq']} on group {ea[rid]['pg_name']!r} in one and "
                     f"{eb[rid]['op']} #{eb[rid]['seq']} on group {eb[rid]['pg_name']!r} in the other")
     return None
+
+
+def _parts_intact(db: Path) -> bool:
+    """Whether the store's per-rank folder is the one its build wrote (or it has none)."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'parts'").fetchone()
+        finally:
+            con.close()
+    except duckdb.Error:
+        return False
+    return row is None or token_of(folder_of(db)) == row[0]
 
 
 def _stored_key(db: Path):

@@ -67,17 +67,18 @@ def check_one_run(summaries: list[dict], allow_mixed: bool) -> list[tuple]:
     return [(path, "warning", f"{what}; loaded anyway (--allow-mixed)", 1) for path, what in problems]
 
 
+def clock_of(summary: dict) -> tuple[int, str]:
+    """(offset, method): what moves the file's timestamps to the run's clock. Kineto writes ``ts`` relative to
+    ``baseTimeNanoseconds`` when it gives one, else on the epoch."""
+    if summary["base_time_ns"] is not None:
+        return summary["base_time_ns"], "baseTimeNanoseconds + ts"
+    return 0, "ts as written (epoch-based)"
+
+
 def align_clocks(summaries: list[dict]) -> list[tuple]:
-    """Set clock_offset_ns/clock_method per file. Returns load issues."""
+    """Load issues of the files' clocks (each file's offset is ``clock_of``, applied in the task that parsed it)."""
     with_base = [s for s in summaries if s["base_time_ns"] is not None]
-    issues = []
-    for s in summaries:
-        if s["base_time_ns"] is not None:
-            s["clock_offset_ns"] = s["base_time_ns"]
-            s["clock_method"] = "baseTimeNanoseconds + ts"
-        else:
-            s["clock_offset_ns"] = 0
-            s["clock_method"] = "ts as written (epoch-based)"
     if with_base and len(with_base) < len(summaries):
-        issues.append((None, "warning", "some files have baseTimeNanoseconds and some do not: their clocks may not line up", len(summaries) - len(with_base)))
-    return issues
+        return [(None, "warning", "some files have baseTimeNanoseconds and some do not: their clocks may not line up",
+                 len(summaries) - len(with_base))]
+    return []

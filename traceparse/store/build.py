@@ -1,7 +1,7 @@
-"""The store's own part of a build: connecting, the DDL, the raw inserts from staged per-rank Parquet output,
-and the derivations of the store's own tables (derive.sql, group inference, finish.sql). The stages above
-(vocabulary, tagging, layout) run from traceparse/load/build.py, which orders the whole build in one
-transaction."""
+"""The store's own part of a build: connecting, the DDL, the rows of the run (its ranks, groups, dumps, and each
+rank's Parquet attached as views: traceparse/store/parts.py), and the derivations of the store's own tables
+(derive.sql, group inference, finish.sql). The stages above (tagging, layout, the vocabulary that needs tags) run
+from traceparse/load/build.py, which orders the whole build in one transaction."""
 
 import json
 import os
@@ -10,10 +10,8 @@ from importlib.resources import files
 import duckdb
 
 from traceparse.store.groups import infer_groups
+from traceparse.store.parts import attach, attach_views, copy_vocabulary
 from traceparse.store.schema import SCHEMA_VERSION, ddl
-
-STAGED = ("events", "comm_args", "op_args", "threads", "memory")
-
 
 def sql_file(name: str) -> str:
     return files("traceparse.store").joinpath(name).read_text()
@@ -41,15 +39,22 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
 
 
 def connect_with_limits(db_path, read_only=False):
+    """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached."""
     from traceparse.errors import TraceError
 
     config = duckdb_config()
     try:
-        return duckdb.connect(str(db_path), read_only=read_only, config=config)
+        con = duckdb.connect(str(db_path), read_only=read_only, config=config)
     except (duckdb.InvalidInputException, duckdb.ParserException) as e:
         if not config:
             raise
         raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None  # the limit cannot be read
+    try:
+        attach(con, db_path)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def create_store(db_path):
@@ -59,9 +64,10 @@ def create_store(db_path):
     return con
 
 
-def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()):
-    """The DDL, then the rows as loaded: ``ranks`` are parse summaries with rank and clock set; ``dumps`` Flight
-    Recorder dumps (traceparse.ingest.flight_recorder.read_dump). Then the store's macros."""
+def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
+    """The DDL, then the rows as loaded: ``ranks`` are parse summaries with rank and clock set, their tables in the
+    per-rank folder ``parts`` (attached as views, the per-rank vocabulary copied); ``dumps`` Flight Recorder dumps
+    (traceparse.ingest.flight_recorder.read_dump). Then the store's macros."""
     con.execute(ddl())
     _insert_meta(con, meta)
     _insert_ranks(con, ranks)
@@ -71,7 +77,8 @@ def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()
     _insert_rows(con, "load_issues", issues)
     _insert_dumps(con, dumps)
     if ranks:
-        _insert_staged(con, ranks)
+        attach_views(con, parts, build=True)
+        copy_vocabulary(con, parts)
     con.execute(sql_file("macros.sql"))
 
 
@@ -174,17 +181,6 @@ def _insert_groups(con, ranks):
                 )
             )
     _insert_rows(con, "process_groups", rows)
-
-
-def _insert_staged(con, ranks):
-    """Read every rank's staged Parquet in one scan per table (a relation over the file list, no SQL
-    text built from paths); load.sql tags the rows with rank and clock offset and inserts them."""
-    con.execute("CREATE TEMP TABLE stage_files (stage VARCHAR, rank INTEGER, offset_ns BIGINT)")
-    _insert_rows(con, "stage_files", [(str(r["stage"]), r["rank"], r["clock_offset_ns"]) for r in ranks])
-    for table in STAGED:
-        paths = [f"{r['stage']}/{table}.parquet" for r in ranks]
-        con.read_parquet(paths, filename=True).create_view(f"parquet_{table}")
-    con.execute(sql_file("load.sql"))
 
 
 def _text(value):

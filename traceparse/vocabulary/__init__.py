@@ -1,7 +1,8 @@
 """The vocabulary: the basic facts of a trace, each defined once, as tables of the store (their columns:
 traceparse/store/schema.py VOCABULARY; `traceparse schema`). One SQL file per concept, run in order:
 
-Before tagging (``build_untagged``: they need no tags; tagging and layout inference select from them):
+Per rank (``UNTAGGED``: they need no tags and no other rank; run in the task that parsed the rank,
+per_rank.py, and copied into the store; tagging and layout inference select from them):
   main_threads.sql    main_threads: the thread that runs the training loop
   step_windows.sql    step_windows: the windows of every per-step number
   phases.sql          backward_passes: the forward/backward passes of each step (the forward-compute op list
@@ -13,19 +14,13 @@ After tagging and layout inference (``build_tagged``: they carry each operation'
   arrivals.sql        collective_arrivals
   strategy_comm.sql   window_strategy_comm
 
-traceparse/load/build.py runs both inside the store's one build transaction.
+traceparse/load/build.py runs ``build_tagged`` inside the store's one build transaction.
 """
 
 from traceparse.store.query import sql_file
 
 UNTAGGED = ("main_threads.sql", "step_windows.sql", "phases.sql", "pipeline_marks.sql")
 TAGGED = ("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql")
-
-
-def build_untagged(con):
-    """The concepts that need no tags (run after derive.sql and finish.sql, before tagging)."""
-    for name in UNTAGGED:
-        con.execute(sql_file(__package__, name))
 
 
 def build_tagged(con):

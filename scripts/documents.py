@@ -1,0 +1,69 @@
+#!/usr/bin/env python
+"""The analyze document of every bundled run, as a digest: proof that a change to how runs are loaded leaves
+every number the user reads unchanged.
+
+For each fixture run (``fixtures/runs/*``) and each bundled public trace (``fixtures/public``), the analyze
+document (``traceparse analyze --no-cache --format json``) with the repository's folder written as ``<root>``
+is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the digests of the design
+before per-rank preparation; ``tests/test_documents.py`` computes them again and compares.
+
+  python scripts/documents.py                    # print {name: digest} for every run
+  python scripts/documents.py --write FILE       # write them (the documents themselves beside, FILE.d/)
+  python scripts/documents.py --only ddp2 tp2    # some runs
+"""
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def runs() -> dict[str, Path]:
+    """{name: path}: every fixture run folder, then every public trace file."""
+    out = {f"runs/{p.name}": p for p in sorted((ROOT / "fixtures" / "runs").iterdir()) if p.is_dir()}
+    public = ROOT / "fixtures" / "public"
+    for p in sorted(public.rglob("*")):
+        if p.is_file() and p.name.endswith((".json", ".json.gz")):
+            out[f"public/{p.relative_to(public)}"] = p
+    return out
+
+
+def canonical(doc: dict) -> str:
+    """The document as canonical JSON text, with the repository's folder as ``<root>``."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return text.replace(json.dumps(str(ROOT))[1:-1], "<root>")
+
+
+def digest(path: Path) -> tuple[str, str]:
+    from traceparse.document import analyze
+
+    text = canonical(analyze([path], use_cache=False))
+    return hashlib.sha256(text.encode()).hexdigest(), text
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", type=Path)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args(argv)
+    found = {}
+    for name, path in runs().items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        found[name], text = digest(path)
+        if args.write:
+            keep = args.write.with_name(args.write.name + ".d") / (name.replace("/", "__") + ".json")
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            keep.write_text(text)
+        print(name, found[name], file=sys.stderr)
+    if args.write:
+        args.write.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    else:
+        print(json.dumps(found, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Every bundled run's analyze document is the one the design before per-rank preparation gave (tests/documents.json,
+written by ``python scripts/documents.py --write tests/documents.json`` on that design): moving work between the
+parse tasks and the store changes no number a user reads."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import documents  # noqa: E402
+
+EXPECTED = json.loads((ROOT / "tests" / "documents.json").read_text())
+RUNS = documents.runs()
+QUICK = ("runs/ddp2", "runs/pp4_1f1b_m4", "public/hta/nccl_parser_config/nccl_data.json.gz")
+
+
+def test_every_bundled_run_has_a_digest():
+    assert sorted(RUNS) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in QUICK else [pytest.mark.slow]) for n in RUNS])
+def test_document_unchanged(name):
+    got, _ = documents.digest(RUNS[name])
+    assert got == EXPECTED[name], (f"{name}: the analyze document changed; see it with "
+                                   f"python scripts/documents.py --only {name} --write /tmp/d.json")
