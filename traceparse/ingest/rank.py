@@ -34,7 +34,8 @@ def parse_rank_file(path, out_dir) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     splitter = TraceSplitter(path)
-    writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema) for name, schema in SCHEMAS.items()}
+    writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema, compression="none")
+               for name, schema in SCHEMAS.items()}  # read once, by the task that wrote it
     n_all = n_complete = 0
     max_ts = None
     steps = set()  # the trace's ProfilerStep#N: which profiled window of the job this file is

@@ -7,10 +7,9 @@ attached -> derive.sql, process groups, finish.sql (store) -> tagging (comm_feat
 
 from traceparse.layout.infer import infer_layout
 from traceparse.store.build import create_store, derive, insert_kernel_rules, insert_layout, insert_raw
-from traceparse.tagging.comm_kernels import comm_kernel_rules
 from traceparse.tagging.tag import tag_comm_ops
-from traceparse.store.query import sql_file
-from traceparse.vocabulary import UNTAGGED, build_tagged
+from traceparse.vocabulary import build_tagged
+from traceparse.vocabulary.per_rank import run_per_rank
 
 
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
@@ -21,11 +20,10 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
     try:
         con.execute("BEGIN TRANSACTION")
         insert_raw(con, ranks, issues, meta, dumps, parts)
-        insert_kernel_rules(con, comm_kernel_rules())
+        if not ranks:  # Flight Recorder dumps alone: the per-rank tables of no rank (empty)
+            insert_kernel_rules(con, [])
+            run_per_rank(con)
         derive(con)
-        if not ranks:  # Flight Recorder dumps alone: the per-rank vocabulary of no rank (empty tables)
-            for name in UNTAGGED:
-                con.execute(sql_file("traceparse.vocabulary", name))
         tag_comm_ops(con)
         insert_layout(con, infer_layout(con))
         build_tagged(con)

@@ -6,9 +6,9 @@ from traceparse.errors import TraceError
 
 
 def parse_one(job) -> dict:
-    """``job``: ``(path, out, sniff)``: the file, the folder to write its tables in, and whether it was found in a
-    folder (then a file whose start shows no trace, or a stray pickle, is ``{"kind": "skipped", "file", "why"}``
-    instead of an error). Returns the trace's summary (``traceparse.ingest.rank.parse_rank_file``) or
+    """``job``: ``(path, out, sniff, kernel_rules)``: the file, the folder to write its tables in, whether it was found
+    in a folder (then a file whose start shows no trace, or a stray pickle, is ``{"kind": "skipped", "file", "why"}``
+    instead of an error), and the custom communication kernel rules (traceparse.tagging.comm_kernels). Returns the trace's summary (``traceparse.ingest.rank.parse_rank_file``) or
     ``{"kind": "flight_recorder", ...}`` for a dump."""
     from traceparse.ingest.flight_recorder import is_dump, read_dump
     from traceparse.ingest.rank import parse_rank_file
@@ -16,7 +16,7 @@ def parse_one(job) -> dict:
     from traceparse.load.run_identity import clock_of
     from traceparse.vocabulary.per_rank import prepare_rank
 
-    path, out, sniff = job
+    path, out, sniff, kernel_rules = job
     try:
         if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
             return {"kind": "flight_recorder", **read_dump(path)}
@@ -31,7 +31,7 @@ def parse_one(job) -> dict:
             return {"kind": "skipped", "file": path, "why": why}
         summary = parse_rank_file(path, out / "raw")
         summary["clock_offset_ns"], summary["clock_method"] = clock_of(summary)
-        prepare_rank(out / "raw", out, summary["clock_offset_ns"])
+        prepare_rank(out / "raw", out, summary, kernel_rules)
         summary["stage"] = str(out)
         return summary
     except TraceError:

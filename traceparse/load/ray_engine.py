@@ -39,7 +39,7 @@ RAY_LOG_LINE = re.compile(rb"^\[[^\]]*\b[WEF] \d+ \d+\] (?:\(\w+\) )?\S+:\d+: (.
 
 
 def parse_on_ray(jobs: list, address: str | None, report) -> list:
-    """The summaries of ``jobs`` (``(path, out)`` pairs) in their order; ``report(i)`` as each finishes."""
+    """The summaries of ``jobs`` (``traceparse.load.parse.parse_one``'s) in their order; ``report(i)`` as each finishes."""
     from traceparse.errors import TraceError
 
     if importlib.util.find_spec("ray") is None:

@@ -264,7 +264,10 @@ def connect(path):
 def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
     """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``.
     A file of ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
-    jobs = [(f, stage / f"f{i}", f in in_folders) for i, f in enumerate(files)]
+    from traceparse.tagging.comm_kernels import comm_kernel_rules
+
+    rules = comm_kernel_rules()  # read once, here: a bad rules file is one error, before any file is parsed
+    jobs = [(f, stage / f"f{i}", f in in_folders, rules) for i, f in enumerate(files)]
     report = _progress_report(files, progress)
     if engine == "ray":
         from traceparse.load.ray_engine import parse_on_ray

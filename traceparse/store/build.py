@@ -89,8 +89,8 @@ def insert_kernel_rules(con, rules):
 
 
 def derive(con):
-    """The store's derived tables: comm_ops and its links (derive.sql), process groups, then finish.sql."""
-    con.execute(sql_file("derive.sql"))
+    """What crosses ranks in the store's derived tables: process groups, then finish.sql (comm_ops itself, per rank,
+    comes from derive.sql in each rank's task: traceparse/vocabulary/per_rank.py)."""
     infer_groups(con)
     con.execute(sql_file("finish.sql"))
 
@@ -165,22 +165,18 @@ def _rank_groups(r) -> list[dict]:
     return out
 
 
-def _insert_groups(con, ranks):
+def rank_group_rows(r) -> list[tuple]:
+    """The process_groups rows of the parse summary ``r`` (with its rank set)."""
     rows = []
-    for r in ranks:
-        for pg in _rank_groups(r):
-            members = pg.get("ranks")
-            rows.append(
-                (
-                    r["rank"],
-                    _text(pg.get("pg_name")),
-                    _text(pg.get("pg_desc")),
-                    _text(pg.get("backend_config")),
-                    pg.get("pg_size"),
-                    sorted(members) if isinstance(members, list) else None,
-                )
-            )
-    _insert_rows(con, "process_groups", rows)
+    for pg in _rank_groups(r):
+        members = pg.get("ranks")
+        rows.append((r["rank"], _text(pg.get("pg_name")), _text(pg.get("pg_desc")), _text(pg.get("backend_config")),
+                     pg.get("pg_size"), sorted(members) if isinstance(members, list) else None))
+    return rows
+
+
+def _insert_groups(con, ranks):
+    _insert_rows(con, "process_groups", [row for r in ranks for row in rank_group_rows(r)])
 
 
 def _text(value):

@@ -3,8 +3,8 @@
 
 ``<store>.ranks/rank=N/<table>.parquet``: the rank's events, steps, threads, recorded shapes, communication
 args and memory (the ``VIEWS``, on the run's clock, without their rank column: the folder's name gives it),
-plus the vocabulary that needs no other rank (``COPIED``: small, copied into the store) and the build's
-``pass_events``. The store keeps each view's table empty, with its columns and comments, as documentation;
+plus the vocabulary and communication operations that need no other rank (``COPIED``: small, copied into the
+store) and the intermediate tables the build reads (``BUILD_ONLY``). The store keeps each view's table empty, with its columns and comments, as documentation;
 a connection made with ``attach`` shadows it with a view over the folder. The folder's ``BUILD`` file holds
 the token the store's ``meta`` row ``parts`` names: a store is never read with another build's folder.
 """
@@ -16,8 +16,9 @@ from traceparse.errors import TraceError
 from traceparse.store.schema import TABLES, VOCABULARY
 
 VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory")
-COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks")
-BUILD_ONLY = ("pass_events",)  # read while the store is built (layout inference), not kept
+COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops")
+# read while the store is built (layout inference, finish.sql, intervals.sql), not kept
+BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
 TOKEN_FILE = "BUILD"
 
 

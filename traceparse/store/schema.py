@@ -448,14 +448,18 @@ def _q(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def ddl() -> str:
-    """CREATE TABLE statements followed by their COMMENT ON clauses."""
+def ddl(tables=None, comments=True) -> str:
+    """CREATE TABLE statements (of ``tables``, default all) followed by their COMMENT ON clauses (unless not
+    ``comments``)."""
     parts = []
     for table, (comment, cols) in {**TABLES, **VOCABULARY}.items():
+        if tables is not None and table not in tables:
+            continue
         body = ",\n  ".join(f"{c} {t}" for c, t, _ in cols)
         parts.append(f"CREATE TABLE {table} (\n  {body}\n);")
-        parts.append(f"COMMENT ON TABLE {table} IS {_q(comment)};")
-        parts.extend(f"COMMENT ON COLUMN {table}.{c} IS {_q(doc)};" for c, _, doc in cols)
+        if comments:
+            parts.append(f"COMMENT ON TABLE {table} IS {_q(comment)};")
+            parts.extend(f"COMMENT ON COLUMN {table}.{c} IS {_q(doc)};" for c, _, doc in cols)
     return "\n".join(parts)
 
 
