@@ -27,7 +27,7 @@ from traceparse.load.parse import parse_one
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import folder_of, new_token, rank_folder, token_of
+from traceparse.store.parts import LOCK, folder_of, new_build, publish, rank_folder, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -95,13 +95,15 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         _make_parent(target)
     else:
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
-    parts = folder_of(target)
     try:
-        stage = _stage_folder(parts, stage_root)
+        token, build, lock = new_build(target)
+        stage = build if stage_root is None else Path(
+            tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
     except OSError as e:
         if db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
-        raise TraceError(stage_root or parts.parent, f"cannot write the per-rank Parquet there: {e.strerror}") from None
+        where = stage_root if stage_root is not None and folder_of(target).is_dir() else folder_of(target)
+        raise TraceError(where, f"cannot write the per-rank Parquet there: {e.strerror}") from None
     tmp = temp_beside(target)
     done = False
     try:
@@ -127,21 +129,21 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
         if summaries:
-            _name_rank_folders(stage, summaries)
-            meta["parts"] = new_token(stage)
+            _name_rank_folders(stage, summaries, build)
+            meta["parts"] = token
         from traceparse.load.build import build_store
 
-        build_store(tmp, summaries, issues, meta, dumps, stage)
-        if summaries:
-            _put_in_place(stage, parts)
-        else:
-            shutil.rmtree(parts, ignore_errors=True)
-        os.replace(tmp, target)
+        build_store(tmp, summaries, issues, meta, dumps, build)
+        publish(tmp, target)
         if db is None and use_cache:
             _stamp(target)
         done = True
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if stage != build:
+            shutil.rmtree(stage, ignore_errors=True)
+        if not done or not summaries:
+            shutil.rmtree(build, ignore_errors=True)
+        os.close(lock)
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
         if not done and db is None and not use_cache:
@@ -149,39 +151,16 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     return target, False
 
 
-def _stage_folder(parts: Path, stage_root) -> Path:
-    """Where the parse tasks write the ranks' Parquet: beside the store's per-rank folder (moved into place, whole,
-    once the store is built), or under ``stage_root`` (a folder every Ray worker can reach)."""
-    if stage_root is not None:
-        return Path(tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
-    stage = temp_beside(parts)
-    stage.mkdir()
-    return stage
-
-
-def _name_rank_folders(stage: Path, summaries: list[dict]):
-    """Each loaded file's folder renamed after its rank (``rank=N``, parts.rank_folder); the folders of files not
-    loaded (other profiled windows) removed."""
-    kept = set()
+def _name_rank_folders(stage: Path, summaries: list[dict], build: Path):
+    """Each loaded file's folder in ``stage`` moved into the ``build`` folder, named after its rank (``rank=N``,
+    parts.rank_folder); the folders of files not loaded (other profiled windows) removed."""
     for s in summaries:
-        folder = rank_folder(stage, s["rank"])
-        os.rename(s["stage"], folder)
+        folder = rank_folder(build, s["rank"])
+        shutil.move(s["stage"], folder)  # a rename, unless staged on another file system (--stage)
         s["stage"] = str(folder)
-        kept.add(folder.name)
     for p in stage.iterdir():
-        if p.is_dir() and p.name not in kept:
+        if p.is_dir() and not p.name.startswith("rank="):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _put_in_place(stage: Path, parts: Path):
-    """The built per-rank folder ``stage`` becomes the store's ``parts``; a previous one is removed."""
-    old = None
-    if parts.exists() or parts.is_symlink():
-        old = temp_beside(parts)
-        os.rename(parts, old)
-    shutil.move(stage, parts)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True) if old.is_dir() and not old.is_symlink() else old.unlink()
 
 
 def _make_parent(target: Path):
@@ -196,11 +175,12 @@ def _stamp_path(entry: Path) -> Path:
 
 
 def _stamp_text(entry: Path) -> str:
-    """The entry's size and time, then its per-rank folder's files (name, size, time)."""
+    """The entry's size and time, then the files of the build folder it names (name, size, time)."""
     st = entry.stat()
     lines = [f"{st.st_size} {st.st_mtime_ns}"]
-    parts = folder_of(entry)
-    if parts.is_dir():
+    token = _stored(entry)[1]
+    parts = folder_of(entry) / token if token else None
+    if parts is not None and parts.is_dir():
         for p in sorted(parts.rglob("*")):
             if p.is_file():
                 ps = p.stat()
@@ -407,8 +387,9 @@ STALE = re.compile(r"^traceparse-(?:stage-)?(\d+)-[^/]*$")
 
 def remove_stale_leftovers():
     """Remove what loads killed before they could clean up left behind: half-written files in the cache
-    (``temp_beside``: stores, their journal and spill folder, kept documents) and staging or temporary
-    folders (traceparse-[stage-]<pid>-*), of processes that no longer exist. /tmp is looked in as well: the
+    (``temp_beside``: stores, their journal and spill folder, kept documents), the per-rank folders of stores that
+    are gone (``store.parts.sweep``) and staging or temporary folders (traceparse-[stage-]<pid>-*), of processes
+    that no longer exist. /tmp is looked in as well: the
     local Ray instance's folder goes there when the temporary folder's path is too long (ray_engine)."""
     temps = dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp")])
     for folder, patterns in [(cache_dir(), (STALE_IN_CACHE, STALE)), *((t, (STALE,)) for t in temps)]:
@@ -417,6 +398,9 @@ def remove_stale_leftovers():
         except OSError:
             continue
         for p in entries:
+            if folder == cache_dir() and p.name.endswith(".ranks") and not p.with_name(p.name[:-6]).exists():
+                sweep(p)  # the build folders of a store that is gone (a killed load, a removed entry)
+                continue
             m = next(filter(None, (pattern.match(p.name) for pattern in patterns)), None)
             pid = m and int(m[1])
             if pid and pid != os.getpid() and not _alive(pid):
@@ -505,30 +489,26 @@ def _contradiction(a, b) -> str | None:
     return None
 
 
-def _parts_intact(db: Path) -> bool:
-    """Whether the store's per-rank folder is the one its build wrote (or it has none)."""
+def _stored(db: Path) -> tuple[str | None, str | None]:
+    """(key, build folder token) of the store ``db``; (None, None) for a file that is no store."""
     import duckdb
 
     try:
         con = duckdb.connect(str(db), read_only=True)
         try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'parts'").fetchone()
+            rows = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('key', 'parts')").fetchall())
         finally:
             con.close()
     except duckdb.Error:
-        return False
-    return row is None or token_of(folder_of(db)) == row[0]
+        return None, None
+    return rows.get("key"), rows.get("parts")
+
+
+def _parts_intact(db: Path) -> bool:
+    """Whether the build folder the store names is there (or it names none)."""
+    token = _stored(db)[1]
+    return token is None or (folder_of(db) / token / LOCK).is_file()
 
 
 def _stored_key(db: Path):
-    import duckdb
-
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
-        finally:
-            con.close()
-    except duckdb.Error:
-        return None
-    return row[0] if row else None
+    return _stored(db)[0]

@@ -10,7 +10,7 @@ from importlib.resources import files
 import duckdb
 
 from traceparse.store.groups import infer_groups
-from traceparse.store.parts import attach, attach_views, copy_vocabulary
+from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
 
 def sql_file(name: str) -> str:
@@ -39,22 +39,34 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
 
 
 def connect_with_limits(db_path, read_only=False):
-    """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached."""
+    """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached
+    (parts.attach). A store replaced by a later load of it while this connects is connected to again."""
+    for _ in range(ATTEMPTS):
+        con = _connect(db_path, read_only)
+        try:
+            attach(con, db_path)
+            return con
+        except Gone:
+            con.close()
+        except BaseException:
+            con.close()
+            raise
+    raise missing(db_path)
+
+
+ATTEMPTS = 3
+
+
+def _connect(db_path, read_only):
     from traceparse.errors import TraceError
 
     config = duckdb_config()
     try:
-        con = duckdb.connect(str(db_path), read_only=read_only, config=config)
+        return duckdb.connect(str(db_path), read_only=read_only, config=config)
     except (duckdb.InvalidInputException, duckdb.ParserException) as e:
         if not config:
             raise
         raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None  # the limit cannot be read
-    try:
-        attach(con, db_path)
-    except BaseException:
-        con.close()
-        raise
-    return con
 
 
 def create_store(db_path):

@@ -1,15 +1,25 @@
 """A store's per-rank part: the folder of each rank's Parquet, written by the task that parsed the rank
 (``traceparse.vocabulary.per_rank``), which the store reads through views instead of holding a copy.
 
-``<store>.ranks/rank=N/<table>.parquet``: the rank's events, steps, threads, recorded shapes, communication
-args and memory (the ``VIEWS``, on the run's clock, without their rank column: the folder's name gives it),
-plus the vocabulary and communication operations that need no other rank (``COPIED``: small, copied into the
-store) and the intermediate tables the build reads (``BUILD_ONLY``). The store keeps each view's table empty, with its columns and comments, as documentation;
-a connection made with ``attach`` shadows it with a view over the folder. The folder's ``BUILD`` file holds
-the token the store's ``meta`` row ``parts`` names: a store is never read with another build's folder.
+``<store>.ranks/<build>/rank=N/<table>.parquet``: the rank's events, steps, threads, recorded shapes,
+communication args and memory (the ``VIEWS``, on the run's clock, without their rank column: the folder's name
+gives it), plus the vocabulary and communication operations that need no other rank (``COPIED``: small, copied
+into the store) and the intermediate tables the build reads (``BUILD_ONLY``). The store keeps each view's table
+empty, with its columns and comments, as documentation; a connection made with ``attach`` shadows it with a
+view over the folder of the build the store's ``meta`` row ``parts`` names.
+
+Each build writes a folder of its own, so loads of one store at once never share one, and a store replaced while
+it is read leaves its reader its folder: the folder's ``BUILD`` file is locked, exclusively by the load writing it
+until its store is in place, shared by every connection reading it (released when the connection is gone or the
+process ends). ``collect`` removes the folders of a store that nobody holds and its store no longer names.
 """
 
+import fcntl
+import os
 import secrets
+import shutil
+import weakref
+from contextlib import contextmanager
 from pathlib import Path
 
 from traceparse.errors import TraceError
@@ -19,11 +29,11 @@ VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory")
 COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops")
 # read while the store is built (layout inference, finish.sql, intervals.sql), not kept
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
-TOKEN_FILE = "BUILD"
+LOCK = "BUILD"
 
 
 def folder_of(store: Path) -> Path:
-    """The per-rank folder of the store file ``store``: beside it, ``<name>.ranks``."""
+    """The per-rank folders of the store file ``store``: beside it, ``<name>.ranks``, one folder per build."""
     store = Path(store)
     return store.with_name(store.name + ".ranks")
 
@@ -32,18 +42,86 @@ def rank_folder(parts: Path, rank: int) -> Path:
     return Path(parts) / f"rank={rank}"
 
 
-def new_token(parts: Path) -> str:
-    """Write a fresh build token into the folder ``parts``; return it (for the store's ``meta``)."""
+def new_build(store: Path) -> tuple[str, Path, int]:
+    """(token, folder, lock): a fresh build folder of ``store``, locked for writing until ``os.close(lock)``."""
     token = secrets.token_hex(8)
-    (Path(parts) / TOKEN_FILE).write_text(token + "\n")
-    return token
+    container = folder_of(store)
+    for attempt in range(3):
+        container.mkdir(exist_ok=True)
+        try:
+            with _publishing(container):  # not swept while it is made
+                folder = container / token
+                folder.mkdir()
+                lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            return token, folder, lock
+        except FileNotFoundError:  # the empty container was swept between its mkdir and the lock
+            if attempt == 2:
+                raise
 
 
-def token_of(parts: Path) -> str | None:
+@contextmanager
+def _publishing(container: Path):
+    """The lock under which loads of one store make their folders, put their store in place and collect."""
+    fd = os.open(container / ".publish", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        return (Path(parts) / TOKEN_FILE).read_text().strip()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def publish(tmp: Path, store: Path):
+    """Move the store built at ``tmp`` over ``store``, then remove the build folders of ``store`` that it does not
+    name and that no load is writing and no connection reads. Loads publish one at a time (a lock beside the
+    folders): a folder is never collected while a store that names it is being put in place."""
+    container = folder_of(store)
+    container.mkdir(exist_ok=True)
+    with _publishing(container):
+        token = _token_of_file(tmp)
+        os.replace(tmp, store)
+        _collect(container, token)
+
+
+def sweep(container: Path):
+    """Remove the build folders of a store that is gone (``container``: its ``<name>.ranks``), but those being
+    written or read; the container too once empty."""
+    with _publishing(container):
+        store = container.with_name(container.name[: -len(".ranks")])
+        if store.exists():
+            return  # put in place meanwhile
+        _collect(container, None)
+        if not any(p.is_dir() for p in container.iterdir()):
+            shutil.rmtree(container, ignore_errors=True)
+
+
+def _token_of_file(db: Path) -> str | None:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return parts_token(con)
+    finally:
+        con.close()
+
+
+def _collect(container: Path, keep: str | None):
+    try:
+        folders = [p for p in container.iterdir() if p.is_dir() and p.name != keep]
     except OSError:
-        return None
+        return
+    for folder in folders:
+        try:
+            fd = os.open(folder / LOCK, os.O_RDWR)
+        except OSError:
+            continue  # just made, not yet locked by its load: not ours to judge
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # held: being written or read
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)
 
 
 def columns(table: str) -> list[str]:
@@ -58,34 +136,51 @@ def _relation(parts: Path, table: str) -> str:
             "hive_types = {'rank': INTEGER})")
 
 
-def ranks_in(parts: Path) -> int:
-    return sum(1 for p in Path(parts).glob("rank=*") if p.is_dir())
-
-
 def attach_views(con, parts: Path, build: bool = False):
     """Views named after the per-rank tables over the folder ``parts`` (temporary: they shadow the store's empty
-    tables in this connection only). ``build``: also the build's own ``pass_events``."""
+    tables in this connection only). ``build``: also the build's intermediate tables."""
     for table in VIEWS + (BUILD_ONLY if build else ()):
         con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {_relation(parts, table)}")
 
 
 def copy_vocabulary(con, parts: Path):
-    """The per-rank vocabulary (small) into the store's tables."""
+    """The per-rank vocabulary and communication operations (small) into the store's tables."""
     for table in COPIED:
         con.execute(f"INSERT INTO {table} {_relation(parts, table)}")
 
 
-def attach(con, store: Path):
-    """Attach the per-rank folder of the store ``store`` to ``con``, when the store has one; a missing folder, or
-    another build's, is a TraceError naming the store."""
+def parts_token(con) -> str | None:
+    """The build folder the store on ``con`` names; None for a store with none (Flight Recorder dumps alone) or a
+    database that is no store."""
     try:
         row = con.execute("SELECT value FROM meta WHERE key = 'parts'").fetchone()
-    except Exception:  # not a store (yet): nothing to attach
+    except Exception:  # no meta table: not a store (yet)
+        return None
+    return row[0] if row else None
+
+
+class Gone(Exception):
+    """The store's build folder is missing (replaced by a later load of the same store, or deleted)."""
+
+
+def attach(con, store: Path):
+    """Attach the build folder of the store ``store`` to ``con`` and hold it for reading while ``con`` lives.
+    Raises ``Gone`` when the folder is missing."""
+    token = parts_token(con)
+    if token is None:
         return
-    if not row:
-        return  # a store of Flight Recorder dumps alone: no rank has events
-    parts = folder_of(store)
-    if token_of(parts) != row[0]:
-        raise TraceError(store, f"its per-rank folder {parts.name} is missing or from another build; load the "
-                                "traces again")
-    attach_views(con, parts)
+    folder = folder_of(store) / token
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR)
+    except OSError:
+        raise Gone(folder) from None
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if not (folder / LOCK).exists():  # collected between the open and the lock
+        os.close(fd)
+        raise Gone(folder)
+    weakref.finalize(con, os.close, fd)
+    attach_views(con, folder)
+
+
+def missing(store: Path) -> TraceError:
+    return TraceError(store, f"its per-rank folder in {folder_of(store).name} is missing; load the traces again")

@@ -1,0 +1,126 @@
+"""Each rank's Parquet, written by the task that parsed it, is the store's per-rank folder: read through views, kept
+with the store, one folder per build, never shared by two loads nor removed under a reader."""
+
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceparse.errors import TraceError
+from traceparse.load.run import connect, load_run
+from traceparse.store.parts import VIEWS, folder_of
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "fixtures" / "runs" / "ddp2"
+
+
+def builds(store: Path) -> list[Path]:
+    return sorted(p for p in folder_of(store).iterdir() if p.is_dir())
+
+
+def test_the_rank_tables_are_views_over_each_ranks_parquet(tmp_path):
+    store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
+    [build] = builds(store)
+    ranks = sorted(p.name for p in build.iterdir() if p.is_dir())
+    assert ranks == ["rank=0", "rank=1"]
+    con = connect(store)
+    try:
+        for table in VIEWS:  # views in this connection, over the files
+            kind = con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = ? "
+                               "AND table_type = 'VIEW'", [table]).fetchone()
+            assert kind == ("VIEW",), table
+        # every complete event of each file is a row of events, with its rank from the folder
+        per_rank = dict(con.execute("SELECT rank, count(*) FROM events GROUP BY rank").fetchall())
+        stated = dict(con.execute("SELECT rank, n_complete FROM ranks").fetchall())
+        assert per_rank == stated and sum(stated.values()) > 0
+    finally:
+        con.close()
+
+
+def test_a_store_without_its_folder_is_one_line_naming_it(tmp_path):
+    store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
+    shutil.rmtree(folder_of(store))
+    with pytest.raises(TraceError, match="per-rank folder"):
+        connect(store)
+    # loading the same files into it again builds it again
+    again, reused = load_run([RUN], db=store)
+    assert not reused
+    connect(again).close()
+
+
+def test_a_cached_store_whose_folder_was_damaged_is_built_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(tmp_path / "cache"))
+    store, _ = load_run([RUN])
+    [build] = builds(store)
+    events = next(build.glob("rank=0/events.parquet"))
+    events.write_bytes(events.read_bytes()[:100])  # cut off
+    again, reused = load_run([RUN])
+    assert not reused and again == store
+    con = connect(again)
+    try:
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    finally:
+        con.close()
+    assert len(builds(store)) == 1  # the damaged build, read by nobody, is gone
+
+
+def test_a_reader_keeps_its_folder_while_the_store_is_replaced(tmp_path):
+    db = tmp_path / "s.duckdb"
+    load_run([RUN], db=db)
+    reader = connect(db)
+    first = builds(db)
+    other = ROOT / "fixtures" / "runs" / "tp2"
+    load_run([other], db=db)  # another run into the same store
+    try:
+        # the reader still reads its run: its folder was not collected
+        assert reader.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0] == 2
+        assert first[0] in builds(db)
+    finally:
+        reader.close()
+    del reader
+    load_run([RUN], db=db)  # the next load collects the folders nobody reads
+    assert len(builds(db)) == 1
+
+
+def _analyze(args):
+    cache, path = args
+    env = {**os.environ, "TRACEPARSE_CACHE": cache}
+    out = subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", "--format", "json", str(path)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_loads_of_one_run_at_once_each_read_a_whole_store(tmp_path):
+    cache = str(tmp_path / "cache")
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        got = pool.map(_analyze, [(cache, RUN)] * 3)
+    assert [rc for rc, _, _ in got] == [0, 0, 0], [err for _, _, err in got]
+    docs = [json.loads(out) for _, out, _ in got]
+    assert all(d["checks"] == docs[0]["checks"] for d in docs)
+    [store] = list(Path(cache).glob("*.duckdb"))
+    assert 1 <= len(builds(store)) <= 3
+    connect(store).close()
+
+
+def test_the_folder_of_a_removed_cache_entry_is_swept_by_the_next_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(tmp_path / "cache"))
+    store, _ = load_run([RUN])
+    store.unlink()  # the entry removed by hand: its folder is garbage
+    load_run([ROOT / "fixtures" / "runs" / "tp2"])
+    assert not folder_of(store).exists()
+
+
+def test_a_failed_load_leaves_no_build_folder(tmp_path):
+    db = tmp_path / "s.duckdb"
+    load_run([RUN], db=db)
+    before = builds(db)
+    bad = tmp_path / "rank0.json"
+    bad.write_text("{not json")
+    with pytest.raises(TraceError):
+        load_run([bad], db=db)
+    assert builds(db) == before
