@@ -97,15 +97,21 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
     try:
         token, build, lock = new_build(target)
-        stage = build if stage_root is None else Path(
-            tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
     except OSError as e:
         if db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
-        where = stage_root if stage_root is not None and folder_of(target).is_dir() else folder_of(target)
-        raise TraceError(where, f"cannot write the per-rank Parquet there: {e.strerror}") from None
+        raise TraceError(folder_of(target), f"cannot write the per-rank Parquet there: {e.strerror}") from None
+    try:
+        stage = build if stage_root is None else Path(
+            tempfile.mkdtemp(prefix=f"traceparse-stage-{os.getpid()}-", dir=stage_root))
+    except OSError as e:
+        shutil.rmtree(build, ignore_errors=True)
+        os.close(lock)
+        if db is None and not use_cache:
+            shutil.rmtree(target.parent, ignore_errors=True)
+        raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
     tmp = temp_beside(target)
-    done = False
+    done, summaries = False, []
     try:
         parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
         skipped = [(s["file"], s["why"]) for s in parsed if s.get("kind") == "skipped"]
@@ -144,6 +150,8 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if not done or not summaries:
             shutil.rmtree(build, ignore_errors=True)
         os.close(lock)
+        if not target.exists():
+            sweep(folder_of(target))  # a first load that failed: no folder of it stays
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
         if not done and db is None and not use_cache:
