@@ -385,6 +385,18 @@ VOCABULARY = {
             ("in_window", "BOOLEAN", "the anchor is inside one of the rank's step_windows"),
         ],
     ),
+    "op_self_times": (
+        "Vocabulary: per rank, per CPU op name and recorded input shapes, its instances among the rank's in-window "
+        "cpu_op compute_intervals and the shortest self time of one (its length minus that of the compute ops "
+        "nested right inside it). The compute floor (vocabulary/compute_floor.sql) takes the shortest over ranks.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("name", "VARCHAR", "the op's name"),
+            ("dims", "VARCHAR", "its recorded input shapes (op_args.input_dims), NULL when not recorded"),
+            ("n", "BIGINT", "instances"),
+            ("min_self_ns", "BIGINT", "the shortest self time of one instance, ns"),
+        ],
+    ),
     # the per-window totals every report section and check selects (computed once, at the build)
     "window_totals": (
         "Vocabulary: per step window of each rank, its compute and communication time. Every per-rank and "

@@ -8,6 +8,8 @@ per_rank.py, and copied into the store; tagging and layout inference select from
   phases.sql          backward_passes: the forward/backward passes of each step (the forward-compute op list
                       lives here), and the internal pass_events
   pipeline_marks.sql  pipeline_marks: the pipeline-schedule annotations, parsed once
+  (and, after derive.sql, interval_geometry.sql: each interval placed in its window, before the tags;
+  op_self_times.sql: op_self_times, the compute floor's per-rank part; per_rank.py lists the order)
 After tagging and layout inference (``build_tagged``: they carry each operation's strategy):
   intervals.sql       comm_intervals, compute_intervals
   window_totals.sql   window_totals

@@ -7,6 +7,7 @@ the rank's Parquet (traceparse/store/parts.py):
   store/derive.sql        its communication operations (comm_ops before groups and tags), their kernel links and
                           why a size is unknown
   interval_geometry.sql   its intervals of compute and communication, placed in its windows
+  op_self_times.sql       the shortest self time of each of its CPU ops (the compute floor's per-rank part)
 
 ``PER_RANK`` is the order after per_rank.sql. The driver reads the events and the intermediate tables through
 views, copies the small tables (``COPIED``), and computes only what crosses ranks: groups, the sizes other ranks
@@ -26,7 +27,7 @@ from traceparse.vocabulary import UNTAGGED
 
 RAW = ("events", "threads", "op_args", "comm_args", "memory")  # the parser's staged tables (ingest/rank.py)
 PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.store", "derive.sql"),
-            ("traceparse.vocabulary", "interval_geometry.sql"))
+            ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"))
 
 
 def run_per_rank(con):
