@@ -122,7 +122,7 @@ def _loading(tmp_path):
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.time() + 30
-    while time.time() < deadline and not list((tmp_path / "tmp").glob("traceparse-stage-*/f*/*.parquet")):
+    while time.time() < deadline and not list((tmp_path / "cache").glob("*.ranks/*/f*/raw/*.parquet")):
         time.sleep(0.05)
     return proc, env
 
@@ -146,17 +146,17 @@ def _group_alive(pgid) -> bool:
 @pytest.mark.slow
 def test_killed_load_leaves_nothing_behind(tmp_path):
     """kill -9 while the pool parses: workers, forkserver and resource tracker go; the next load
-    removes the staging folders and half-written stores the killed one left."""
+    removes the per-rank folder and half-written stores the killed one left."""
     proc, env = _loading(tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert _gone(proc), "a worker, the forkserver or the resource tracker outlived the load"
-    left = sorted(p.name for p in (tmp_path / "tmp").iterdir())
-    assert any(n.startswith(f"traceparse-stage-{proc.pid}-") for n in left), left
+    assert list((tmp_path / "cache").glob("*.ranks/*/f*"))  # the killed load's ranks, half written
     subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", str(DDP2), "--no-cache"], env=env,
                    check=True, stdout=subprocess.DEVNULL)
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []
     assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
+    assert list((tmp_path / "cache").glob("*.ranks")) == []
 
 
 @pytest.mark.slow
@@ -170,6 +170,7 @@ def test_interrupted_load_exits_130_with_one_line(tmp_path):
     assert _gone(proc)
     assert list((tmp_path / "tmp").iterdir()) == []
     assert [p.name for p in (tmp_path / "cache").glob(".*.tmp*")] == []
+    assert list((tmp_path / "cache").glob("*.ranks")) == []
 
 
 def test_empty_argument_is_refused():

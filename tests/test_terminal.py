@@ -188,12 +188,12 @@ def test_terminal_has_colour_and_a_bar():
 
 
 def test_interrupt_on_a_terminal_erases_the_bar(tmp_path, isolated_dirs):
-    """Ctrl-C while the bar shows: the bar goes, one line, exit 130, nothing left in $TMPDIR."""
+    """Ctrl-C while the bar shows: the bar goes, one line, exit 130, nothing left in $TMPDIR or the cache."""
     for r in range(4):
         shutil.copy(BIG, tmp_path / f"rank{r}.json.gz")
 
     def parsing(out):
-        return BAR_OF_4.search(out) and list(isolated_dirs["tmp"].glob("traceparse-stage-*/f*/*.parquet"))
+        return BAR_OF_4.search(out) and list(isolated_dirs["cache"].glob("*.ranks/*/f*/raw/*.parquet"))
 
     out = run_in_pty(["-c", BAR_AT_ONCE, "analyze", str(tmp_path), "--allow-mixed"], interrupt_when=parsing,
                      returncode=130)
@@ -204,6 +204,7 @@ def test_interrupt_on_a_terminal_erases_the_bar(tmp_path, isolated_dirs):
     while list(isolated_dirs["tmp"].iterdir()) and time.time() < deadline:
         time.sleep(0.2)
     assert list(isolated_dirs["tmp"].iterdir()) == []
+    assert list(isolated_dirs["cache"].glob("*.ranks")) == []
 
 
 def test_no_color_and_quiet_on_a_terminal():

@@ -19,7 +19,7 @@ A case says what it needs checked in ``Case.expect``:
 - ``mentions``: words the refusal line must hold (the valid ids);
 - ``immutable``: files made read-only for root too (``chattr +i``; ``chmod 444`` when not root);
 - ``api``: stdout is ``api_driver.py``'s summary (errors: ``traceback``, other documents: ``bad output``);
-  ``cache_clean``: the cache holds only entries, their stamps and documents.
+  ``cache_clean``: the cache holds only entries, their stamps, documents and per-rank folders (one build each).
 
 Every case also checks that the system's /dev/null is still the null device (a target resolved
 through a link to it and replaced would break the machine): if not, it is made again, the case is
@@ -478,6 +478,13 @@ _dev_lock = threading.Lock()
 CACHE_FILE = re.compile(r"^[0-9a-f]+\.duckdb(?:\.stamp|\.[a-z]+-[0-9a-f]+\.json)?$")
 
 
+def _one_build(p: Path) -> bool:
+    """An entry's per-rank folder holding one build (the loads that lost a race removed theirs)."""
+    if not (p.is_dir() and p.name.endswith(".duckdb.ranks") and p.with_name(p.name[:-6]).is_file()):
+        return False
+    return len([b for b in p.iterdir() if b.is_dir()]) == 1
+
+
 def make_nodes(inp: Path, nodes: dict):
     """The case's device nodes (mknod; a link to /dev/... where that is not allowed) and hard links."""
     for rel, spec in nodes.items():
@@ -653,7 +660,8 @@ def judge(case: Case, sb, proc, state: dict) -> list[tuple[str, str]]:
     if e.get("api") and not proc.timed_out and rc in (0, 1):
         found += _api_problems(proc.stdout)
     if e.get("cache_clean"):
-        odd = sorted(str(p.relative_to(sb.cache)) for p in sb.cache.rglob("*") if not CACHE_FILE.match(p.name))
+        odd = sorted(str(p.relative_to(sb.cache)) for p in sb.cache.iterdir()
+                     if not CACHE_FILE.match(p.name) and not _one_build(p))
         if odd:
             found.append(("leftover", f"in the cache beside its entries: {', '.join(odd[:4])}"))
     return found

@@ -27,7 +27,7 @@ from traceparse.load.parse import parse_one
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, folder_of, new_build, publish, rank_folder, sweep
+from traceparse.store.parts import LOCK, folder_of, new_build, publish, rank_folder, release, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -149,7 +149,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             shutil.rmtree(stage, ignore_errors=True)
         if not done or not summaries:
             shutil.rmtree(build, ignore_errors=True)
-        os.close(lock)
+        release(lock, target, token)  # a later load's store may have replaced ours meanwhile: ours goes
         if not target.exists():
             sweep(folder_of(target))  # a first load that failed: no folder of it stays
         for p in (tmp, Path(str(tmp) + ".wal")):

@@ -10,7 +10,7 @@ from importlib.resources import files
 import duckdb
 
 from traceparse.store.groups import infer_groups
-from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
+from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, identity, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
 
 def sql_file(name: str) -> str:
@@ -42,9 +42,10 @@ def connect_with_limits(db_path, read_only=False):
     """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached
     (parts.attach). A store replaced by a later load of it while this connects is connected to again."""
     for _ in range(ATTEMPTS):
+        seen = identity(db_path)
         con = _connect(db_path, read_only)
         try:
-            attach(con, db_path)
+            attach(con, db_path, seen)
             return con
         except Gone:
             con.close()

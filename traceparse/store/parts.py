@@ -111,17 +111,38 @@ def _collect(container: Path, keep: str | None):
     except OSError:
         return
     for folder in folders:
-        try:
-            fd = os.open(folder / LOCK, os.O_RDWR)
-        except OSError:
-            continue  # just made, not yet locked by its load: not ours to judge
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # held: being written or read
-        shutil.rmtree(folder, ignore_errors=True)
+        _collect_one(folder)
+
+
+def _collect_one(folder: Path):
+    """Remove the build folder unless a load writes it or a connection reads it (or it is not yet locked)."""
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR)
+    except OSError:
+        return  # just made, not yet locked by its load, or gone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         os.close(fd)
+        return  # held: being written or read
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(fd)
+
+
+def release(fd: int, store: Path, token: str, seen=None):
+    """Let go of the build folder ``token`` of ``store`` (held by ``fd``), and remove it when the store no longer
+    names it and nobody else holds it: the last one out of a replaced store's folder removes it. ``seen``: the
+    store file's (device, inode) when the folder was taken (unchanged: still the store's folder)."""
+    os.close(fd)
+    try:
+        if seen is not None and identity(store) == seen:
+            return
+        container = folder_of(store)
+        with _publishing(container):
+            if _token_of_file(store) != token:
+                _collect_one(container / token)
+    except Exception:  # noqa: BLE001 - a store gone or unreadable: its folders are swept by a later load
+        pass
 
 
 def columns(table: str) -> list[str]:
@@ -163,9 +184,19 @@ class Gone(Exception):
     """The store's build folder is missing (replaced by a later load of the same store, or deleted)."""
 
 
-def attach(con, store: Path):
-    """Attach the build folder of the store ``store`` to ``con`` and hold it for reading while ``con`` lives.
-    Raises ``Gone`` when the folder is missing."""
+def identity(store: Path):
+    """(device, inode) of the store file, taken before connecting to it (``attach``'s ``seen``), or None."""
+    try:
+        st = os.stat(store)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def attach(con, store: Path, seen=None):
+    """Attach the build folder of the store ``store`` to ``con`` and hold it for reading while ``con`` lives
+    (``release`` when it is gone; ``seen``: the store's ``identity`` before ``con`` was made). Raises ``Gone`` when
+    the folder is missing."""
     token = parts_token(con)
     if token is None:
         return
@@ -178,7 +209,7 @@ def attach(con, store: Path):
     if not (folder / LOCK).exists():  # collected between the open and the lock
         os.close(fd)
         raise Gone(folder)
-    weakref.finalize(con, os.close, fd)
+    weakref.finalize(con, release, fd, Path(store), token, seen)
     attach_views(con, folder)
 
 
