@@ -12,6 +12,7 @@ scipy is imported on first use (its import costs ~0.3 s).
 
 import math
 import statistics
+from collections import Counter
 
 ALPHA = 0.01  # a pattern is conclusive when chance gives it at most this often (after the correction)
 
@@ -56,15 +57,16 @@ def rank_outliers(table: dict) -> dict:
 
 
 def last_tail(chances: list[float], k: int) -> float:
-    """P(at least ``k`` successes) of independent trials with success probabilities ``chances``."""
-    dist = [1.0]
-    for p in chances:
-        nxt = [0.0] * (len(dist) + 1)
-        for i, q in enumerate(dist):
-            nxt[i] += q * (1 - p)
-            nxt[i + 1] += q * p
-        dist = nxt
-    return min(1.0, sum(dist[k:]))
+    """P(at least ``k`` successes) of independent trials with success probabilities ``chances``: the trials of
+    one probability are binomial, and the distribution of the total is the convolution of those (exact; a rank
+    meets a handful of group sizes, so this costs a few convolutions of the length of ``chances``)."""
+    import numpy as np
+    from scipy.stats import binom
+
+    dist = np.ones(1)
+    for p, n in Counter(chances).items():
+        dist = np.convolve(dist, binom.pmf(np.arange(n + 1), n, p))
+    return min(1.0, float(dist[k:].sum()))
 
 
 def mean_difference(a: list[float], b: list[float]) -> dict | None:

@@ -150,17 +150,14 @@ class Group:
 
 class Op:
     __slots__ = ("rank", "op_id", "op", "bytes_in", "bytes_out", "in_split", "group_size", "peer", "thread",
-                 "issue", "start", "end", "any_end", "open", "wrapped", "fsdp", "gloo")
+                 "issue", "start", "end", "any_end", "open", "wrapped", "fsdp", "gloo", "kind")
 
     def __init__(self, *values):
-        for k, v in zip(self.__slots__, values, strict=True):
+        for k, v in zip(self.__slots__[:-1], values, strict=True):
             setattr(self, k, v)
-
-    @property
-    def kind(self):
-        """What every member's copy of the operation shares: the op, and its input size (all-to-all
-        sizes differ between members)."""
-        return (self.op, None if self.op == "all_to_all" else self.bytes_in)
+        # what every member's copy of the operation shares: the op, and its input size (all-to-all sizes differ
+        # between members)
+        self.kind = (self.op, None if self.op == "all_to_all" else self.bytes_in)
 
     def implied_size(self):
         """The group size the operation's own sizes state, else None."""
@@ -277,25 +274,29 @@ def _match(items, m, by_kind, ends, longest):
     used = defaultdict(int)  # kind -> next usable index (order-preserving, one to one)
     for k in sorted(range(len(items)), key=lambda k: items[k].end):
         o = items[k]
-        cands, e = by_kind.get((m, o.kind)), ends.get((m, o.kind))
+        kind, end, issue = o.kind, o.end, o.issue
+        cands = by_kind.get((m, kind))
         if not cands:
             continue
-        lo, i = used[o.kind], bisect_left(e, o.end)
+        e, reach = ends[(m, kind)], longest[(m, kind)]
+        lo, i = used[kind], bisect_left(e, end)
         best, best_j = None, None
         # right: ends grow; past the longest operation's reach, none was issued before o ended
         for j in range(max(i, lo), len(e)):
-            if (best is not None and e[j] - o.end >= best) or e[j] - longest[(m, o.kind)] > o.end + SLACK_NS:
+            ej = e[j]
+            if (best is not None and ej - end >= best) or ej - reach > end + SLACK_NS:
                 break
-            if cands[j].issue <= o.end + SLACK_NS and o.issue <= e[j] + SLACK_NS:
-                best, best_j = e[j] - o.end, j
+            if cands[j].issue <= end + SLACK_NS and issue <= ej + SLACK_NS:
+                best, best_j = ej - end, j
         # left: ends shrink; before o was issued, none overlaps it
         for j in range(min(i, len(e)) - 1, lo - 1, -1):
-            if (best is not None and o.end - e[j] >= best) or e[j] < o.issue - SLACK_NS:
+            ej = e[j]
+            if (best is not None and end - ej >= best) or ej < issue - SLACK_NS:
                 break
-            if cands[j].issue <= o.end + SLACK_NS:
-                best, best_j = o.end - e[j], j
+            if cands[j].issue <= end + SLACK_NS:
+                best, best_j = end - ej, j
         if best is not None:
-            used[o.kind] = best_j + 1
+            used[kind] = best_j + 1
             p = cands[best_j]
             out[k] = (best, p.end - p.start)
     return out
