@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 """Where a load and an analyze spend their time, stage by stage (one run, wall seconds, in this process).
 
-  parse (pool)      every file parsed and its rank's tables written, over the local pool (the per-rank work)
+  parse (pool)      every file parsed and its rank's tables written, over the local pool, in batches (the
+                    per-rank work)
   driver stages     what load/build.py runs over the ranks' Parquet: the store's rows, groups, finish.sql,
                     tagging, layout inference, each SQL file of the tagged vocabulary
   document          the checks and the document (traceparse.document.document)
-  worker, one file  the per-rank work of the first file, in this process: the parse (ingest/rank.py), then its
-                    tables (vocabulary/per_rank.py)
+  worker, one file  the per-rank work of the first file alone, in this process: the parse (load/parse.py), then
+                    its tables (vocabulary/per_rank.py)
 
   python bench/stages.py bench/out/ranks8
 """
@@ -40,10 +41,9 @@ def main(argv=None):
     import traceparse.store.build as store
     import traceparse.vocabulary as vocabulary
     from traceparse.document import document
-    from traceparse.ingest.rank import parse_rank_file
-    from traceparse.load.run_identity import clock_of
+    from traceparse.load.parse import parse_file
     from traceparse.tagging.comm_kernels import comm_kernel_rules
-    from traceparse.vocabulary.per_rank import prepare_rank
+    from traceparse.vocabulary.per_rank import prepare_ranks, raw_folder
 
     times = {}
     _timed(run, "_parse_all", times, "parse (pool)")
@@ -76,16 +76,14 @@ def main(argv=None):
         print(f"{k:28s} {v:7.2f} s")
     first = sorted(p for p in args.folder.iterdir() if p.name.endswith((".json", ".json.gz")))[0]
     with tempfile.TemporaryDirectory() as d:
-        out = Path(d)
+        stage = Path(d)
         t = time.perf_counter()
-        summary = parse_rank_file(first, out / "raw")
+        summary = parse_file(first, raw_folder(stage, 0), False)
         parsed = time.perf_counter() - t
-        summary["clock_offset_ns"], summary["clock_method"] = clock_of(summary)
         t = time.perf_counter()
-        prepare_rank(out / "raw", out, summary, comm_kernel_rules())
+        prepare_ranks(stage, 0, [(0, summary)], comm_kernel_rules())
         print(f"{'worker, one file: parse':28s} {parsed:7.2f} s  ({first.name})")
         print(f"{'worker, one file: tables':28s} {time.perf_counter() - t:7.2f} s")
-
 
 if __name__ == "__main__":
     main()

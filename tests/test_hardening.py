@@ -122,7 +122,7 @@ def _loading(tmp_path):
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     deadline = time.time() + 30
-    while time.time() < deadline and not list((tmp_path / "cache").glob("*.ranks/*/f*/raw/*.parquet")):
+    while time.time() < deadline and not list((tmp_path / "cache").glob("*.ranks/*/raw/slot=*/*.parquet")):
         time.sleep(0.05)
     return proc, env
 
@@ -151,7 +151,7 @@ def test_killed_load_leaves_nothing_behind(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert _gone(proc), "a worker, the forkserver or the resource tracker outlived the load"
-    assert list((tmp_path / "cache").glob("*.ranks/*/f*"))  # the killed load's ranks, half written
+    assert list((tmp_path / "cache").glob("*.ranks/*/raw"))  # the killed load's ranks, half written
     subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", str(DDP2), "--no-cache"], env=env,
                    check=True, stdout=subprocess.DEVNULL)
     assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []

@@ -1,4 +1,4 @@
-"""Each rank's Parquet, written by the task that parsed it, is the store's per-rank folder: read through views, kept
+"""The ranks' Parquet, written by the tasks that parsed them, is the store's per-rank folder: read through views, kept
 with the store, one folder per build, never shared by two loads nor removed under a reader."""
 
 import json
@@ -26,8 +26,7 @@ def builds(store: Path) -> list[Path]:
 def test_the_rank_tables_are_views_over_each_ranks_parquet(tmp_path):
     store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
     [build] = builds(store)
-    ranks = sorted(p.name for p in build.iterdir() if p.is_dir())
-    assert ranks == ["rank=0", "rank=1"]
+    assert {p.name for p in build.iterdir() if p.is_dir()} >= set(VIEWS)
     con = connect(store)
     try:
         for table in VIEWS:  # views in this connection, over the files
@@ -57,7 +56,7 @@ def test_a_cached_store_whose_folder_was_damaged_is_built_again(tmp_path, monkey
     monkeypatch.setenv("TRACEPARSE_CACHE", str(tmp_path / "cache"))
     store, _ = load_run([RUN])
     [build] = builds(store)
-    events = next(build.glob("rank=0/events.parquet"))
+    events = next(build.glob("events/*.parquet"))
     events.write_bytes(events.read_bytes()[:100])  # cut off
     again, reused = load_run([RUN])
     assert not reused and again == store
@@ -124,3 +123,17 @@ def test_a_failed_load_leaves_no_build_folder(tmp_path):
     with pytest.raises(TraceError):
         load_run([bad], db=db)
     assert builds(db) == before
+
+
+def test_small_files_are_parsed_in_batches_large_ones_alone(tmp_path):
+    from traceparse.load.run import BATCH_BYTES, batches
+
+    small = []
+    for i in range(8):
+        (tmp_path / f"s{i}").write_bytes(b"x" * 1000)
+        small.append(tmp_path / f"s{i}")
+    assert batches(small, 2) == [[0], [1], [2], [3], [4], [5], [6], [7]]  # a quarter of a worker's share each
+    assert batches(small * 8, 2) == [list(range(k, k + 8)) for k in range(0, 64, 8)]
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * BATCH_BYTES)
+    assert batches([big, *small[:2], big], 1) == [[0], [1, 2, 3]]

@@ -117,7 +117,7 @@ def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
     killed, deadline = None, time.monotonic() + 120
     while killed is None and job.poll() is None and time.monotonic() < deadline:
         ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
-        busy = [int(line.split()[0]) for line in ps if line.split()[1:2] == ["ray::parse_one"]]
+        busy = [int(line.split()[0]) for line in ps if line.split()[1:2] == ["ray::parse_batch"]]
         if busy:
             time.sleep(0.3)  # into the parse
             os.kill(busy[0], signal.SIGKILL)

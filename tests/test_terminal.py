@@ -193,7 +193,7 @@ def test_interrupt_on_a_terminal_erases_the_bar(tmp_path, isolated_dirs):
         shutil.copy(BIG, tmp_path / f"rank{r}.json.gz")
 
     def parsing(out):
-        return BAR_OF_4.search(out) and list(isolated_dirs["cache"].glob("*.ranks/*/f*/raw/*.parquet"))
+        return BAR_OF_4.search(out) and list(isolated_dirs["cache"].glob("*.ranks/*/raw/slot=*/*.parquet"))
 
     out = run_in_pty(["-c", BAR_AT_ONCE, "analyze", str(tmp_path), "--allow-mixed"], interrupt_when=parsing,
                      returncode=130)

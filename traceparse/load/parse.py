@@ -1,22 +1,40 @@
-"""The per-file job: one trace file or Flight Recorder dump -> its summary, with the rank's tables written as its
-Parquet (the parse, then everything that needs no other rank: ``traceparse.vocabulary.per_rank``). The local pool
-(``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_engine``) both run it."""
+"""The per-rank job: a batch of trace files or Flight Recorder dumps -> their summaries, with the ranks' tables
+written as Parquet (each file parsed, then everything that needs no other rank: ``traceparse.vocabulary.per_rank``).
+The local pool (``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_engine``) both run it."""
 
 from traceparse.errors import TraceError
 
 
-def parse_one(job) -> dict:
-    """``job``: ``(path, out, sniff, kernel_rules)``: the file, the folder to write its tables in, whether it was found
-    in a folder (then a file whose start shows no trace, or a stray pickle, is ``{"kind": "skipped", "file", "why"}``
-    instead of an error), and the custom communication kernel rules (traceparse.tagging.comm_kernels). Returns the trace's summary (``traceparse.ingest.rank.parse_rank_file``) or
-    ``{"kind": "flight_recorder", ...}`` for a dump."""
+def parse_batch(job) -> list[dict]:
+    """``job``: ``(entries, stage, batch, kernel_rules)``: the files of a batch as ``(slot, path, sniff)`` (slot: the
+    file's position among the load's files; sniff: whether it was found in a folder), the folder to write in, the
+    batch's number and the custom communication kernel rules (traceparse.tagging.comm_kernels). Each file is parsed
+    (``parse_file``), then the tables of the batch's ranks are written together (``per_rank.prepare_ranks``).
+    Returns each file's result, in order."""
+    from traceparse.vocabulary.per_rank import prepare_ranks, raw_folder
+
+    entries, stage, batch, kernel_rules = job
+    results = [parse_file(path, raw_folder(stage, slot), sniff) for slot, path, sniff in entries]
+    ranks = []
+    for (slot, _, _), r in zip(entries, results, strict=True):
+        if "kind" not in r:  # a trace, not a dump or a skipped file
+            r["slot"] = slot
+            ranks.append((slot, r))
+    if ranks:
+        prepare_ranks(stage, batch, ranks, kernel_rules)
+    return results
+
+
+def parse_file(path, out, sniff) -> dict:
+    """One file: its summary with its tables staged in ``out`` (``traceparse.ingest.rank.parse_rank_file``) and its
+    clock offset set, or ``{"kind": "flight_recorder", ...}`` for a dump, or (``sniff``: found in a folder) for a
+    file whose start shows no trace, or a stray pickle, ``{"kind": "skipped", "file", "why"}`` instead of an
+    error."""
     from traceparse.ingest.flight_recorder import is_dump, read_dump
     from traceparse.ingest.rank import parse_rank_file
     from traceparse.load.inputs import DUMPS, not_a_trace
     from traceparse.load.run_identity import clock_of
-    from traceparse.vocabulary.per_rank import prepare_rank
 
-    path, out, sniff, kernel_rules = job
     try:
         if is_dump(path):  # a dump by its content, named or found in a folder: a refused one is an error
             return {"kind": "flight_recorder", **read_dump(path)}
@@ -29,10 +47,8 @@ def parse_one(job) -> dict:
                 return {"kind": "skipped", "file": path, "why": e.problem}  # a stray pickle in a folder
         if sniff and (why := not_a_trace(path)):
             return {"kind": "skipped", "file": path, "why": why}
-        summary = parse_rank_file(path, out / "raw")
+        summary = parse_rank_file(path, out)
         summary["clock_offset_ns"], summary["clock_method"] = clock_of(summary)
-        prepare_rank(out / "raw", out, summary, kernel_rules)
-        summary["stage"] = str(out)
         return summary
     except TraceError:
         raise

@@ -1,10 +1,10 @@
 """Per-rank parsing as Ray tasks (``--engine ray``; the ``ray`` extra).
 
-Each file is parsed by one task, ``traceparse.load.parse.parse_one``, where a Ray worker runs it: it writes the rank's
-Parquet into the staging folder and returns the rank's small summary; the driver then builds the store from the
-summaries and the staged Parquet, as with the local pool. The staging folder must be readable and writable by
-every worker and the driver: on one machine, the default temporary folder; on a cluster, a shared path given
-with ``--stage``. A task whose worker dies (killed, out of memory, a lost node) is run again by Ray
+Each batch of files (``traceparse.load.run.batches``) is parsed by one task, ``traceparse.load.parse.parse_batch``,
+where a Ray worker runs it: it writes the ranks' Parquet into the staging folder and returns their small summaries;
+the driver then builds the store from the summaries and the Parquet, as with the local pool. The staging folder
+must be readable and writable by every worker and the driver: on one machine, beside the store; on a cluster, a
+shared path given with ``--stage``. A task whose worker dies (killed, out of memory, a lost node) is run again by Ray
 (``MAX_RETRIES``); a file that is bad input fails the load with its one-line error, as with the local pool.
 
 Where Ray runs: the cluster at the address given (``host:port``, ``ray://host:port``, ``auto``; else
@@ -39,7 +39,8 @@ RAY_LOG_LINE = re.compile(rb"^\[[^\]]*\b[WEF] \d+ \d+\] (?:\(\w+\) )?\S+:\d+: (.
 
 
 def parse_on_ray(jobs: list, address: str | None, report) -> list:
-    """The summaries of ``jobs`` (``traceparse.load.parse.parse_one``'s) in their order; ``report(i)`` as each finishes."""
+    """The results of ``jobs`` (``traceparse.load.parse.parse_batch``'s) in their order; ``report(i)`` as each
+    finishes."""
     from traceparse.errors import TraceError
 
     if importlib.util.find_spec("ray") is None:
@@ -93,12 +94,12 @@ def _ray_for_the_load(ray, address, target):
 
 def _run(ray, jobs, where, report, limit):
     from traceparse.errors import TraceError
-    from traceparse.load.parse import parse_one
+    from traceparse.load.parse import parse_batch
 
     deadline = time.monotonic() + limit
     refs = []
     try:
-        task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(parse_one)
+        task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(parse_batch)
         refs += [task.remote(job) for job in jobs]
         index = {ref: i for i, ref in enumerate(refs)}
         pending = list(refs)

@@ -23,11 +23,11 @@ from pathlib import Path
 from traceparse.version import __version__
 from traceparse.errors import TraceError, shown
 from traceparse.load.inputs import expand_inputs, folders_read, no_trace_files
-from traceparse.load.parse import parse_one
+from traceparse.load.parse import parse_batch
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, folder_of, new_build, publish, rank_folder, release, sweep
+from traceparse.store.parts import LOCK, folder_of, new_build, publish, release, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -81,15 +81,15 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if target.is_dir():
             raise TraceError(target, "is a directory; --db names the store file to write or read")
         if target.exists():
-            stored = _stored_key(target)
-            if stored == key and _parts_intact(target):
+            stored, token = _stored(target)
+            if stored == key and _parts_there(target, token):
                 return target, True
             if stored is None:
                 raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
         _make_parent(target)
     elif use_cache:
         target = cache_dir() / f"{key}.duckdb"
-        if _cache_entry_intact(target) and _stored_key(target) == key and _parts_intact(target):
+        if _cache_hit(target, key):
             return target, True
         _clear_cache_entry(target)  # damaged, stale or missing: built again
         _make_parent(target)
@@ -135,14 +135,14 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
         if summaries:
-            _name_rank_folders(stage, summaries, build)
+            _place(stage, build)
             meta["parts"] = token
         from traceparse.load.build import build_store
 
         build_store(tmp, summaries, issues, meta, dumps, build)
         publish(tmp, target)
         if db is None and use_cache:
-            _stamp(target)
+            _stamp(target, meta.get("parts"))
         done = True
     finally:
         if stage != build:
@@ -159,16 +159,12 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     return target, False
 
 
-def _name_rank_folders(stage: Path, summaries: list[dict], build: Path):
-    """Each loaded file's folder in ``stage`` moved into the ``build`` folder, named after its rank (``rank=N``,
-    parts.rank_folder); the folders of files not loaded (other profiled windows) removed."""
-    for s in summaries:
-        folder = rank_folder(build, s["rank"])
-        shutil.move(s["stage"], folder)  # a rename, unless staged on another file system (--stage)
-        s["stage"] = str(folder)
-    for p in stage.iterdir():
-        if p.is_dir() and not p.name.startswith("rank="):
-            shutil.rmtree(p, ignore_errors=True)
+def _place(stage: Path, build: Path):
+    """The tables the tasks wrote in ``stage`` moved into the ``build`` folder (when staged apart: ``--stage``)."""
+    shutil.rmtree(stage / "raw", ignore_errors=True)  # what a file that is no trace left (nothing, or a part)
+    if stage != build:
+        for p in stage.iterdir():
+            shutil.move(p, build / p.name)  # a rename, unless staged on another file system
 
 
 def _make_parent(target: Path):
@@ -182,11 +178,10 @@ def _stamp_path(entry: Path) -> Path:
     return entry.with_name(entry.name + ".stamp")
 
 
-def _stamp_text(entry: Path) -> str:
-    """The entry's size and time, then the files of the build folder it names (name, size, time)."""
+def _stamp_text(entry: Path, token: str | None) -> str:
+    """The entry's size and time, then the files of its build folder ``token`` (name, size, time)."""
     st = entry.stat()
     lines = [f"{st.st_size} {st.st_mtime_ns}"]
-    token = _stored(entry)[1]
     parts = folder_of(entry) / token if token else None
     if parts is not None and parts.is_dir():
         for p in sorted(parts.rglob("*")):
@@ -196,18 +191,21 @@ def _stamp_text(entry: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _stamp(entry: Path):
-    """Record the size and time of a cache entry as written: a later change (cut off, overwritten
-    in part) makes it differ, and the entry is built again instead of failing mid-report."""
-    _stamp_path(entry).write_text(_stamp_text(entry))
+def _stamp(entry: Path, token: str | None):
+    """Record the size and time of a cache entry as written, and its build folder's files: a later change (cut
+    off, overwritten in part) makes it differ, and the entry is built again instead of failing mid-report."""
+    _stamp_path(entry).write_text(_stamp_text(entry, token))
 
 
-def _cache_entry_intact(entry: Path) -> bool:
-    """A regular file, with no journal beside it (traceparse closes its stores clean), as stamped (its per-rank
-    folder included)."""
+def _cache_hit(entry: Path, key: str) -> bool:
+    """The cache entry is the store of ``key``: a regular file, with no journal beside it (traceparse closes its
+    stores clean), made for ``key``, as stamped (its build folder included), and its build folder there."""
     try:
-        return (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()
-                and _stamp_path(entry).read_text() == _stamp_text(entry))
+        if not (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()):
+            return False
+        stamp = _stamp_path(entry).read_text()
+        stored, token = _stored(entry)
+        return stored == key and stamp == _stamp_text(entry, token) and _parts_there(entry, token)
     except OSError:
         return False
 
@@ -249,24 +247,51 @@ def connect(path):
     return connect_with_limits(path, read_only=True)
 
 
+BATCH_BYTES = 8 << 20
+
+
+def batches(files: list[Path], workers: int) -> list[list[int]]:
+    """The files' indices in batches of consecutive files, each parsed by one task whose rank tables are built in one
+    DuckDB session (whose fixed cost, about 0.2 s, is most of the work of a small file): files are put together
+    until a batch holds ``BATCH_BYTES`` on disk, or its share of the load (a quarter of a worker's), whichever is
+    less, so that a few large files still spread over every worker."""
+    sizes = [f.stat().st_size for f in files]
+    limit = min(BATCH_BYTES, sum(sizes) / (4 * max(workers, 1)))
+    out, size = [], 0
+    for i, n in enumerate(sizes):
+        if not out or size >= limit:
+            out.append([])
+            size = 0
+        out[-1].append(i)
+        size += n
+    return out
+
+
 def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
-    """Parse each file (on a pool when there are several, or on Ray); the summaries in the order of ``files``.
-    A file of ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
+    """Parse each file (on a pool when there are several, or on Ray), in batches (``batches``); the summaries in
+    the order of ``files``. A file of ``in_folders`` whose start shows no trace gives
+    ``{"kind": "skipped", "file", "why"}``."""
     from traceparse.tagging.comm_kernels import comm_kernel_rules
 
     rules = comm_kernel_rules()  # read once, here: a bad rules file is one error, before any file is parsed
-    jobs = [(f, stage / f"f{i}", f in in_folders, rules) for i, f in enumerate(files)]
-    report = _progress_report(files, progress)
+    n = workers or min(len(files), os.cpu_count() or 1)
+    groups = batches(files, n)
+    jobs = [([(i, files[i], files[i] in in_folders) for i in g], stage, b, rules) for b, g in enumerate(groups)]
+    report_file = _progress_report(files, progress)
+
+    def report(b):
+        for i in groups[b]:
+            report_file(i)
+
     if engine == "ray":
         from traceparse.load.ray_engine import parse_on_ray
 
-        return parse_on_ray(jobs, address, report)
-    n = workers or min(len(jobs), os.cpu_count() or 1)
+        return [r for rs in parse_on_ray(jobs, address, report) for r in rs]
     if n <= 1 or len(jobs) == 1:
         results = []
-        for i, job in enumerate(jobs):
-            results.append(parse_one(job))
-            report(i)
+        for b, job in enumerate(jobs):
+            results += parse_batch(job)
+            report(b)
         return results
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
@@ -277,12 +302,12 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
         # Ctrl-C is held while the workers start: one interrupted half-way through its start would
         # print a traceback of its own once this process is gone
         with _main_not_rerun(), _sigint_held():
-            futures = {pool.submit(parse_one, job): i for i, job in enumerate(jobs)}
+            futures = {pool.submit(parse_batch, job): b for b, job in enumerate(jobs)}
         for done in as_completed(futures):
             if done.exception() is not None:
-                break  # raised below, as the first failed file in order
+                break  # raised below, as the first failed batch in order
             report(futures[done])
-        return [f.result() for f in futures]  # in the order of files, whatever order they finished in
+        return [r for f in futures for r in f.result()]  # in the order of files, whatever order they finished in
     except BaseException:
         _stop(pool)
         raise
@@ -512,9 +537,8 @@ def _stored(db: Path) -> tuple[str | None, str | None]:
     return rows.get("key"), rows.get("parts")
 
 
-def _parts_intact(db: Path) -> bool:
-    """Whether the build folder the store names is there (or it names none)."""
-    token = _stored(db)[1]
+def _parts_there(db: Path, token: str | None) -> bool:
+    """Whether the build folder ``token`` the store names is there (or it names none)."""
     return token is None or (folder_of(db) / token / LOCK).is_file()
 
 

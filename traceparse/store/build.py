@@ -89,6 +89,7 @@ def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()
                                           for r in ranks if r.get("plugin")])
     _insert_rows(con, "load_issues", issues)
     _insert_dumps(con, dumps)
+    _insert_rows(con, "rank_slots", [(r["slot"], r["rank"]) for r in ranks])
     if ranks:
         attach_views(con, parts, build=True)
         copy_vocabulary(con, parts)

@@ -1,17 +1,20 @@
-"""A store's per-rank part: the folder of each rank's Parquet, written by the task that parsed the rank
+"""A store's per-rank part: the Parquet of each rank's tables, written by the tasks that parsed the ranks
 (``traceparse.vocabulary.per_rank``), which the store reads through views instead of holding a copy.
 
-``<store>.ranks/<build>/rank=N/<table>.parquet``: the rank's events, steps, threads, recorded shapes,
-communication args and memory (the ``VIEWS``, on the run's clock, without their rank column: the folder's name
-gives it), plus the vocabulary and communication operations that need no other rank (``COPIED``: small, copied
-into the store) and the intermediate tables the build reads (``BUILD_ONLY``). The store keeps each view's table
-empty, with its columns and comments, as documentation; a connection made with ``attach`` shadows it with a
-view over the folder of the build the store's ``meta`` row ``parts`` names.
+``<store>.ranks/<build>/<table>/b<batch>.parquet``: per batch of files parsed together, the ranks' events, steps,
+threads, recorded shapes, communication args and memory (the ``VIEWS``, on the run's clock), the vocabulary and
+communication operations that need no other rank (``COPIED``: small, copied into the store) and the intermediate
+tables the build reads (``BUILD_ONLY``). Each row carries its file's ``slot``; the store's ``rank_slots`` maps
+slots to ranks (the ranks are known only once every file is read; a file not loaded, another profiled window, has
+no rank and its rows are not read). The store keeps each view's table empty, with its columns and comments, as
+documentation; a connection made with ``attach`` shadows it with a view over the build the store's ``meta`` row
+``parts`` names.
 
 Each build writes a folder of its own, so loads of one store at once never share one, and a store replaced while
 it is read leaves its reader its folder: the folder's ``BUILD`` file is locked, exclusively by the load writing it
 until its store is in place, shared by every connection reading it (released when the connection is gone or the
-process ends). ``collect`` removes the folders of a store that nobody holds and its store no longer names.
+process ends). ``publish`` removes the folders of a store that nobody holds and its store no longer names, and the
+last connection out of such a folder removes it.
 """
 
 import fcntl
@@ -38,8 +41,9 @@ def folder_of(store: Path) -> Path:
     return store.with_name(store.name + ".ranks")
 
 
-def rank_folder(parts: Path, rank: int) -> Path:
-    return Path(parts) / f"rank={rank}"
+def table_file(parts: Path, table: str, batch: int) -> Path:
+    """The file of ``table`` written by batch ``batch``."""
+    return Path(parts) / table / f"b{batch}.parquet"
 
 
 def new_build(store: Path) -> tuple[str, Path, int]:
@@ -150,11 +154,13 @@ def columns(table: str) -> list[str]:
 
 
 def _relation(parts: Path, table: str) -> str:
-    """SQL text of every rank's ``table`` in ``parts``, with the rank from the folder name, in schema order."""
-    glob = str(Path(parts) / "rank=*" / f"{table}.parquet").replace("'", "''")
-    cols = columns(table) if table in TABLES or table in VOCABULARY else ["*"]
-    return (f"SELECT {', '.join(cols)} FROM read_parquet('{glob}', hive_partitioning = true, "
-            "hive_types = {'rank': INTEGER})")
+    """SQL text of every loaded rank's ``table`` in ``parts``, with the rank its slot maps to, in schema order."""
+    glob = str(Path(parts) / table / "*.parquet").replace("'", "''")
+    if table in TABLES or table in VOCABULARY:
+        cols = ", ".join("s.rank" if c == "rank" else f"t.{c}" for c in columns(table))
+    else:
+        cols = "s.rank, t.* EXCLUDE (slot)"
+    return f"SELECT {cols} FROM read_parquet('{glob}') t JOIN main.rank_slots s USING (slot)"
 
 
 def attach_views(con, parts: Path, build: bool = False):

@@ -122,6 +122,14 @@ TABLES = {
             ("frames", "VARCHAR", "JSON: the thread's Python stack ({name, filename, line}, innermost first)"),
         ],
     ),
+    "rank_slots": (
+        "Each loaded trace file's slot (its position among the load's files) and rank: the rows of the ranks' "
+        "Parquet carry the slot (traceparse/store/parts.py).",
+        [
+            ("slot", "INTEGER", "the file's position among the load's files"),
+            ("rank", "INTEGER", "its rank"),
+        ],
+    ),
     "threads": (
         "Names of processes and threads (CPU threads and GPU streams) from the trace's metadata events.",
         [

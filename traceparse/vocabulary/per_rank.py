@@ -1,17 +1,19 @@
 """What depends on one rank only, computed in the task that parsed it (the local pool or a Ray task) and written as
-the rank's Parquet (traceparse/store/parts.py):
+Parquet (traceparse/store/parts.py). A task takes a batch of files (small files together: one DuckDB session
+per batch, not per file) and runs, over every rank of the batch at once (the SQL is per rank throughout):
 
-  per_rank.sql            its events on the run's clock with their step and thread name; its steps, threads,
+  per_rank.sql            their events on the run's clock with their step and thread name; their steps, threads,
                           recorded shapes, communication args and memory
   ``UNTAGGED``            main threads, step windows, backward passes, pipeline marks
-  store/derive.sql        its communication operations (comm_ops before groups and tags), their kernel links and
+  store/derive.sql        their communication operations (comm_ops before groups and tags), their kernel links and
                           why a size is unknown
-  interval_geometry.sql   its intervals of compute and communication, placed in its windows
-  op_self_times.sql       the shortest self time of each of its CPU ops (the compute floor's per-rank part)
+  interval_geometry.sql   their intervals of compute and communication, placed in their windows
+  op_self_times.sql       the shortest self time of each of their CPU ops (the compute floor's per-rank part)
 
-``PER_RANK`` is the order after per_rank.sql. The driver reads the events and the intermediate tables through
-views, copies the small tables (``COPIED``), and computes only what crosses ranks: groups, the sizes other ranks
-give, tags, layout, and what needs the tags.
+``PER_RANK`` is the order after per_rank.sql. Ranks are known only once every file is read, so a rank's rows carry
+its file's ``slot`` (its position among the load's files); the store maps slots to ranks. The driver reads the
+events and the intermediate tables through views, copies the small tables (``COPIED``), and computes only what
+crosses ranks: groups, the sizes other ranks give, tags, layout, and what needs the tags.
 """
 
 import shutil
@@ -20,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from traceparse.store.build import rank_group_rows
-from traceparse.store.parts import BUILD_ONLY, COPIED, VIEWS
+from traceparse.store.parts import BUILD_ONLY, COPIED, VIEWS, table_file
 from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
 from traceparse.vocabulary import UNTAGGED
@@ -31,26 +33,36 @@ PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.stor
 
 
 def run_per_rank(con):
-    """The per-rank SQL after per_rank.sql (``PER_RANK``), on ``con``'s tables (one rank's, or none)."""
+    """The per-rank SQL after per_rank.sql (``PER_RANK``), on ``con``'s tables (some ranks', or none)."""
     for package, name in PER_RANK:
         con.execute(sql_file(package, name))
 
 
-def prepare_rank(raw: Path, out: Path, summary: dict, kernel_rules: list[dict]):
-    """Read the parser's staged tables in ``raw`` and write the rank's tables into ``out``; ``raw`` is removed.
-    ``summary``: the parse summary (clock offset, world size, process groups); ``kernel_rules``: the custom
-    communication kernel rules (traceparse.tagging.comm_kernels), read once by the driver."""
+def raw_folder(stage: Path, slot: int) -> Path:
+    """Where the parser stages the tables of the file in ``slot`` (read by ``prepare_ranks``, then removed)."""
+    return Path(stage) / "raw" / f"slot={slot}"
+
+
+def prepare_ranks(stage: Path, batch: int, ranks: list[tuple[int, dict]], kernel_rules: list[dict]):
+    """The tables of ``ranks`` (``(slot, parse summary)``: staged in ``raw_folder(stage, slot)``) written as
+    ``stage/<table>/b<batch>.parquet`` (``parts.table_file``), each row with its slot; the staged tables removed.
+    ``kernel_rules``: the custom communication kernel rules (traceparse.tagging.comm_kernels), read once by the
+    driver."""
     con = duckdb.connect(config={"threads": 1})  # one task per core already
     try:
         con.execute("SET preserve_insertion_order = false")
         con.execute(ddl(VIEWS + COPIED + ("ranks", "process_groups"), comments=False))
         con.execute(sql_file("traceparse.store", "macros.sql"))
         for table in RAW:
-            con.read_parquet(str(Path(raw) / f"{table}.parquet")).create_view(f"raw_{table}")
-        con.execute("SET VARIABLE offset_ns = ?", [summary["clock_offset_ns"]])
+            files = [str(raw_folder(stage, slot) / f"{table}.parquet") for slot, _ in ranks]
+            con.read_parquet(files, hive_partitioning=True).project(
+                "* EXCLUDE (slot), slot::INTEGER AS rank").create_view(f"raw_{table}")
+        con.execute("CREATE TEMP TABLE clock (rank INTEGER, offset_ns BIGINT)")
+        con.executemany("INSERT INTO clock VALUES (?, ?)", [(slot, s["clock_offset_ns"]) for slot, s in ranks])
         con.execute(sql_file(__package__, "per_rank.sql"))
-        con.execute("INSERT INTO ranks (rank, world_size) VALUES (0, ?)", [summary["world_size"]])
-        groups = rank_group_rows({**summary, "rank": 0})
+        con.executemany("INSERT INTO ranks (rank, world_size) VALUES (?, ?)", [(slot, s["world_size"])
+                                                                             for slot, s in ranks])
+        groups = [row for slot, s in ranks for row in rank_group_rows({**s, "rank": slot})]
         if groups:
             con.executemany("INSERT INTO process_groups VALUES (?, ?, ?, ?, ?, ?)", groups)
         con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
@@ -59,7 +71,10 @@ def prepare_rank(raw: Path, out: Path, summary: dict, kernel_rules: list[dict]):
                             [(r["id"], r["pattern"], r["op"]) for r in kernel_rules])
         run_per_rank(con)
         for table in VIEWS + COPIED + BUILD_ONLY:
-            con.table(table).project("* EXCLUDE (rank)").write_parquet(str(Path(out) / f"{table}.parquet"))
+            target = table_file(stage, table, batch)
+            target.parent.mkdir(exist_ok=True)
+            con.table(table).project("rank AS slot, * EXCLUDE (rank)").write_parquet(str(target))
     finally:
         con.close()
-    shutil.rmtree(raw, ignore_errors=True)
+    for slot, _ in ranks:
+        shutil.rmtree(raw_folder(stage, slot), ignore_errors=True)

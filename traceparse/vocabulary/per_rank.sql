@@ -1,45 +1,45 @@
--- One rank's tables on the run's clock, in the task that parsed it (per_rank.py). raw_<table>: the parser's
--- staged Parquet of the rank (traceparse/ingest/rank.py); getvariable('offset_ns'): the rank's clock offset.
--- The rank column is 0 here: the rank is the folder's name (traceparse/store/parts.py).
+-- The tables of a batch of ranks on the run's clock, in the task that parsed them (per_rank.py). raw_<table>: the
+-- parser's staged Parquet of each (traceparse/ingest/rank.py), its ``rank`` the file's slot (traceparse/store/
+-- parts.py); clock: each slot's clock offset.
 
-INSERT INTO threads SELECT 0, pid, tid, kind, label FROM raw_threads;
+INSERT INTO threads SELECT rank, pid, tid, kind, label FROM raw_threads;
 
 -- a ProfilerStep#N whose N is not a number below 2^63, or without a duration, is no step window (the
 -- parser counts them in load_issues: columns.py _check_steps)
 INSERT INTO steps
-SELECT 0, step, start_ns, end_ns, dur_ns
-FROM (SELECT TRY_CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
-             ts_ns + getvariable('offset_ns') AS start_ns,
-             ts_ns + getvariable('offset_ns') + dur_ns AS end_ns,
+SELECT rank, step, start_ns, end_ns, dur_ns
+FROM (SELECT e.rank, TRY_CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step,
+             ts_ns + c.offset_ns AS start_ns,
+             ts_ns + c.offset_ns + dur_ns AS end_ns,
              dur_ns
-      FROM raw_events
+      FROM raw_events e JOIN clock c USING (rank)
       WHERE name LIKE 'ProfilerStep#%' AND coalesce(cat, '') NOT LIKE 'gpu%' AND dur_ns IS NOT NULL)
 WHERE step IS NOT NULL;
 
 INSERT INTO events
 WITH e AS (
-    SELECT ev_id, pid, tid, cat, name, ts_ns + getvariable('offset_ns') AS ts_ns, dur_ns,
+    SELECT rank, ev_id, pid, tid, cat, name, ts_ns + c.offset_ns AS ts_ns, dur_ns,
            external_id, correlation, stream, device
-    FROM raw_events
+    FROM raw_events JOIN clock c USING (rank)
 ),
 names AS (
-    SELECT pid, tid, any_value(label) AS thread_name
+    SELECT rank, pid, tid, any_value(label) AS thread_name
     FROM threads WHERE kind = 'thread_name' GROUP BY ALL
 )
-SELECT 0, e.ev_id, e.pid, e.tid, n.thread_name, e.cat, e.name, e.ts_ns, e.dur_ns,
+SELECT e.rank, e.ev_id, e.pid, e.tid, n.thread_name, e.cat, e.name, e.ts_ns, e.dur_ns,
        e.external_id, e.correlation, e.stream, e.device,
        CASE WHEN e.ts_ns < s.end_ns THEN s.step END AS step
 FROM e
-ASOF LEFT JOIN steps s ON e.ts_ns >= s.start_ns
-LEFT JOIN names n ON e.pid = n.pid AND e.tid = n.tid;
+ASOF LEFT JOIN steps s ON e.rank = s.rank AND e.ts_ns >= s.start_ns
+LEFT JOIN names n ON e.rank = n.rank AND e.pid = n.pid AND e.tid = n.tid;
 
-INSERT INTO op_args SELECT 0, ev_id, input_dims, input_types, concrete_inputs FROM raw_op_args;
+INSERT INTO op_args SELECT rank, ev_id, input_dims, input_types, concrete_inputs FROM raw_op_args;
 
 INSERT INTO comm_args
-SELECT 0, ev_id, coll_name, in_nelems, out_nelems, group_size, dtype, in_split, out_split,
+SELECT rank, ev_id, coll_name, in_nelems, out_nelems, group_size, dtype, in_split, out_split,
        pg_name, pg_desc, pg_ranks, seq, rank_start, rank_stride, peer, source
 FROM raw_comm_args;
 
 INSERT INTO memory
-SELECT 0, ts_ns + getvariable('offset_ns'), device_type, device_id, bytes, total_allocated, total_reserved
-FROM raw_memory;
+SELECT rank, ts_ns + c.offset_ns, device_type, device_id, bytes, total_allocated, total_reserved
+FROM raw_memory JOIN clock c USING (rank);
