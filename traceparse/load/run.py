@@ -250,13 +250,14 @@ def connect(path):
 BATCH_BYTES = 8 << 20
 
 
-def batches(files: list[Path], workers: int) -> list[list[int]]:
+def batches(files: list[Path], workers: int | None) -> list[list[int]]:
     """The files' indices in batches of consecutive files, each parsed by one task whose rank tables are built in one
     DuckDB session (whose fixed cost, about 0.2 s, is most of the work of a small file): files are put together
-    until a batch holds ``BATCH_BYTES`` on disk, or its share of the load (a quarter of a worker's), whichever is
-    less, so that a few large files still spread over every worker."""
+    until a batch holds ``BATCH_BYTES`` on disk, or its share of the load (a quarter of one of ``workers``'), whichever
+    is less, so that a few large files still spread over every worker (``workers`` None: a cluster's, unknown here:
+    ``BATCH_BYTES`` alone)."""
     sizes = [f.stat().st_size for f in files]
-    limit = min(BATCH_BYTES, sum(sizes) / (4 * max(workers, 1)))
+    limit = BATCH_BYTES if workers is None else min(BATCH_BYTES, sum(sizes) / (4 * max(workers, 1)))
     out, size = [], 0
     for i, n in enumerate(sizes):
         if not out or size >= limit:
@@ -275,7 +276,8 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
 
     rules = comm_kernel_rules()  # read once, here: a bad rules file is one error, before any file is parsed
     n = workers or min(len(files), os.cpu_count() or 1)
-    groups = batches(files, n)
+    groups = batches(files, None if engine == "ray" else n)
+    n = min(n, len(groups))
     jobs = [([(i, files[i], files[i] in in_folders) for i in g], stage, b, rules) for b, g in enumerate(groups)]
     report_file = _progress_report(files, progress)
 
@@ -287,7 +289,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
         from traceparse.load.ray_engine import parse_on_ray
 
         return [r for rs in parse_on_ray(jobs, address, report) for r in rs]
-    if n <= 1 or len(jobs) == 1:
+    if n <= 1:
         results = []
         for b, job in enumerate(jobs):
             results += parse_batch(job)

@@ -1,7 +1,8 @@
-"""The store's own part of a build: connecting, the DDL, the rows of the run (its ranks, groups, dumps, and each
-rank's Parquet attached as views: traceparse/store/parts.py), and the derivations of the store's own tables
-(derive.sql, group inference, finish.sql). The stages above (tagging, layout, the vocabulary that needs tags) run
-from traceparse/load/build.py, which orders the whole build in one transaction."""
+"""The store's own part of a build: connecting, the DDL, the rows of the run (its ranks, groups, dumps, and the
+ranks' Parquet attached as views: traceparse/store/parts.py), and the derivations of the store's own tables that
+cross ranks (group inference, finish.sql; derive.sql runs per rank, in the parse tasks). The stages above (tagging,
+layout, the vocabulary that needs tags) run from traceparse/load/build.py, which orders the whole build in one
+transaction."""
 
 import json
 import os
@@ -12,6 +13,9 @@ import duckdb
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, identity, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
+
+ATTEMPTS = 3  # connections to a store replaced while connecting (parts.Gone) before it is said to be missing
+
 
 def sql_file(name: str) -> str:
     return files("traceparse.store").joinpath(name).read_text()
@@ -53,9 +57,6 @@ def connect_with_limits(db_path, read_only=False):
             con.close()
             raise
     raise missing(db_path)
-
-
-ATTEMPTS = 3
 
 
 def _connect(db_path, read_only):
