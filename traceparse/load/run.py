@@ -27,7 +27,7 @@ from traceparse.load.parse import parse_batch
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, folder_of, new_build, publish, release, sweep
+from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -233,6 +233,7 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, *
             yield con
         finally:
             con.close()
+            detach(con)
     finally:
         if temporary:
             shutil.rmtree(path.parent, ignore_errors=True)

@@ -6,15 +6,19 @@ transaction."""
 
 import json
 import os
+import time
 from importlib.resources import files
 
 import duckdb
 
 from traceparse.store.groups import infer_groups
-from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, identity, missing
+from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
 
-ATTEMPTS = 3  # connections to a store replaced while connecting (parts.Gone) before it is said to be missing
+# connections to a store replaced while connecting (parts.Gone) before it is said to be missing, the n-th after
+# 0.05 x 2^n s: DuckDB shares one open database per file within a process, so a thread connecting while another
+# still has the replaced store open reads the replaced one until that connection closes
+ATTEMPTS = 7
 
 
 def sql_file(name: str) -> str:
@@ -45,14 +49,14 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
 def connect_with_limits(db_path, read_only=False):
     """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached
     (parts.attach). A store replaced by a later load of it while this connects is connected to again."""
-    for _ in range(ATTEMPTS):
-        seen = identity(db_path)
+    for attempt in range(ATTEMPTS):
         con = _connect(db_path, read_only)
         try:
-            attach(con, db_path, seen)
+            attach(con, db_path)
             return con
         except Gone:
             con.close()
+            time.sleep(0.05 * 2 ** attempt)
         except BaseException:
             con.close()
             raise

@@ -33,6 +33,7 @@ COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "
 # read while the store is built (layout inference, finish.sql, intervals.sql), not kept
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
 LOCK = "BUILD"
+CURRENT = "CURRENT"  # the build folder the store in place names (written by publish)
 
 
 def folder_of(store: Path) -> Path:
@@ -84,6 +85,9 @@ def publish(tmp: Path, store: Path):
     with _publishing(container):
         token = _token_of_file(tmp)
         os.replace(tmp, store)
+        current = container / f".{CURRENT}.{os.getpid()}"
+        current.write_text(token or "")
+        os.replace(current, container / CURRENT)
         _collect(container, token)
 
 
@@ -133,20 +137,27 @@ def _collect_one(folder: Path):
     os.close(fd)
 
 
-def release(fd: int, store: Path, token: str, seen=None):
+def release(fd: int, store: Path, token: str):
     """Let go of the build folder ``token`` of ``store`` (held by ``fd``), and remove it when the store no longer
-    names it and nobody else holds it: the last one out of a replaced store's folder removes it. ``seen``: the
-    store file's (device, inode) when the folder was taken (unchanged: still the store's folder)."""
+    names it (``CURRENT``) and nobody else holds it: the last one out of a replaced store's folder removes it."""
     os.close(fd)
     try:
-        if seen is not None and identity(store) == seen:
-            return
         container = folder_of(store)
         with _publishing(container):
-            if _token_of_file(store) != token:
+            if _current(container) != token:
                 _collect_one(container / token)
-    except Exception:  # noqa: BLE001 - a store gone or unreadable: its folders are swept by a later load
-        pass
+    except OSError:
+        pass  # a store gone with its folders: a later load sweeps what is left
+
+
+def _current(container: Path) -> str | None:
+    """The build folder the store in place names, as its last ``publish`` wrote it (read under the publish lock).
+    Not read from the store itself: DuckDB shares one open database per file within a process, so a thread would
+    read a replaced store that another thread still has open."""
+    try:
+        return (container / CURRENT).read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def columns(table: str) -> list[str]:
@@ -186,23 +197,16 @@ def parts_token(con) -> str | None:
     return row[0] if row else None
 
 
+_held = weakref.WeakKeyDictionary()  # connection -> the finalizer that lets go of its build folder
+
+
 class Gone(Exception):
     """The store's build folder is missing (replaced by a later load of the same store, or deleted)."""
 
 
-def identity(store: Path):
-    """(device, inode) of the store file, taken before connecting to it (``attach``'s ``seen``), or None."""
-    try:
-        st = os.stat(store)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def attach(con, store: Path, seen=None):
+def attach(con, store: Path):
     """Attach the build folder of the store ``store`` to ``con`` and hold it for reading while ``con`` lives
-    (``release`` when it is gone; ``seen``: the store's ``identity`` before ``con`` was made). Raises ``Gone`` when
-    the folder is missing."""
+    (``release`` when it is gone, or at ``detach``). Raises ``Gone`` when the folder is missing."""
     token = parts_token(con)
     if token is None:
         return
@@ -215,8 +219,16 @@ def attach(con, store: Path, seen=None):
     if not (folder / LOCK).exists():  # collected between the open and the lock
         os.close(fd)
         raise Gone(folder)
-    weakref.finalize(con, release, fd, Path(store), token, seen)
+    _held[con] = weakref.finalize(con, release, fd, Path(store), token)
     attach_views(con, folder)
+
+
+def detach(con):
+    """Let go of the build folder ``con`` holds now (``release``), not when ``con`` is collected: a process that
+    ends with ``os._exit`` (a multiprocessing worker) never collects it."""
+    held = _held.pop(con, None)
+    if held is not None:
+        held()
 
 
 def missing(store: Path) -> TraceError:
