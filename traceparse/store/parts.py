@@ -94,13 +94,16 @@ def publish(tmp: Path, store: Path):
 def sweep(container: Path):
     """Remove the build folders of a store that is gone (``container``: its ``<name>.ranks``), but those being
     written or read; the container too once empty."""
-    with _publishing(container):
-        store = container.with_name(container.name[: -len(".ranks")])
-        if store.exists():
-            return  # put in place meanwhile
-        _collect(container, None)
-        if not any(p.is_dir() for p in container.iterdir()):
-            shutil.rmtree(container, ignore_errors=True)
+    try:
+        with _publishing(container):
+            store = container.with_name(container.name[: -len(".ranks")])
+            if store.exists():
+                return  # put in place meanwhile
+            _collect(container, None)
+            if not any(p.is_dir() for p in container.iterdir()):
+                shutil.rmtree(container, ignore_errors=True)
+    except OSError:
+        return  # swept by another load meanwhile
 
 
 def _token_of_file(db: Path) -> str | None:
