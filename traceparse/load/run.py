@@ -27,7 +27,7 @@ from traceparse.load.parse import parse_batch
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, sweep
+from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, stored, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
@@ -81,10 +81,10 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if target.is_dir():
             raise TraceError(target, "is a directory; --db names the store file to write or read")
         if target.exists():
-            stored, token = _stored(target)
-            if stored == key and _parts_there(target, token):
+            made_for, token = stored(target)
+            if made_for == key and _parts_there(target, token):
                 return target, True
-            if stored is None:
+            if made_for is None:
                 raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
         _make_parent(target)
     elif use_cache:
@@ -204,8 +204,8 @@ def _cache_hit(entry: Path, key: str) -> bool:
         if not (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()):
             return False
         stamp = _stamp_path(entry).read_text()
-        stored, token = _stored(entry)
-        return stored == key and stamp == _stamp_text(entry, token) and _parts_there(entry, token)
+        made_for, token = stored(entry)
+        return made_for == key and stamp == _stamp_text(entry, token) and _parts_there(entry, token)
     except OSError:
         return False
 
@@ -525,25 +525,10 @@ def _contradiction(a, b) -> str | None:
     return None
 
 
-def _stored(db: Path) -> tuple[str | None, str | None]:
-    """(key, build folder token) of the store ``db``; (None, None) for a file that is no store."""
-    import duckdb
-
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            rows = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('key', 'parts')").fetchall())
-        finally:
-            con.close()
-    except duckdb.Error:
-        return None, None
-    return rows.get("key"), rows.get("parts")
-
-
 def _parts_there(db: Path, token: str | None) -> bool:
     """Whether the build folder ``token`` the store names is there (or it names none)."""
     return token is None or (folder_of(db) / token / LOCK).is_file()
 
 
 def _stored_key(db: Path):
-    return _stored(db)[0]
+    return stored(db)[0]

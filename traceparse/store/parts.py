@@ -83,7 +83,7 @@ def publish(tmp: Path, store: Path):
     container = folder_of(store)
     container.mkdir(exist_ok=True)
     with _publishing(container):
-        token = _token_of_file(tmp)
+        token = stored(tmp)[1]
         os.replace(tmp, store)
         current = container / f".{CURRENT}.{os.getpid()}"
         current.write_text(token or "")
@@ -106,14 +106,19 @@ def sweep(container: Path):
         return  # swept by another load meanwhile
 
 
-def _token_of_file(db: Path) -> str | None:
+def stored(db: Path) -> tuple[str | None, str | None]:
+    """(key, build folder token) of the store file ``db``; (None, None) for a file that is no store."""
     import duckdb
 
-    con = duckdb.connect(str(db), read_only=True)
     try:
-        return parts_token(con)
-    finally:
-        con.close()
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            rows = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('key', 'parts')").fetchall())
+        finally:
+            con.close()
+    except duckdb.Error:
+        return None, None
+    return rows.get("key"), rows.get("parts")
 
 
 def _collect(container: Path, keep: str | None):

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import duckdb
 
+from traceparse.ingest.rank import SCHEMAS
 from traceparse.store.build import rank_group_rows
 from traceparse.store.parts import BUILD_ONLY, COPIED, VIEWS, table_file
 from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
 from traceparse.vocabulary import UNTAGGED
 
-RAW = ("events", "threads", "op_args", "comm_args", "memory")  # the parser's staged tables (ingest/rank.py)
+RAW = tuple(SCHEMAS)  # the parser's staged tables (ingest/rank.py)
 PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.store", "derive.sql"),
             ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"))
 
