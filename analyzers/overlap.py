@@ -12,6 +12,7 @@ from traceparse.units import ms
 
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
 from traceparse.status import worst
+from traceparse.store.query import sql_file
 
 HTA_DEFINITION = (
     "HTA get_comm_comp_overlap: per rank, length of (union of NCCL kernels) intersected with (union of "
@@ -139,6 +140,7 @@ def run(ctx):
                     for s, rs in sorted(by_strategy.items())}
     ranking = sorted(per_strategy, key=lambda s: (-per_strategy[s]["exposed_ns"], s))
     rank_rows = [r for r in rows if r["scope"] == "rank"]
+    ctx.con.execute(sql_file("traceparse.vocabulary", "hta_window.sql"))
     hta = ctx.rows(sql("overlap_hta"))
     gpu = {r["rank"] for r in hta}
     fsdp = bool(ctx.con.execute("SELECT count(*) FROM events WHERE starts_with(name, 'FSDP::')").fetchone()[0])

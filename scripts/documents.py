@@ -4,8 +4,9 @@ every number the user reads unchanged.
 
 For each fixture run (``fixtures/runs/*``) and each bundled public trace (``fixtures/public``), the analyze
 document (``traceparse analyze --no-cache --format json``) with the repository's folder written as ``<root>``
-is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the digests of the design
-before per-rank preparation; ``tests/test_documents.py`` computes them again and compares.
+is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the recorded digests;
+``tests/test_documents.py`` computes them again and compares. ``--without KEY`` leaves a top-level section out of
+each document first: a change that adds a section checks that everything else is unchanged before writing again.
 
   python scripts/documents.py                    # print {name: digest} for every run
   python scripts/documents.py --write FILE       # write them (the documents themselves beside, FILE.d/)
@@ -37,10 +38,13 @@ def canonical(doc: dict) -> str:
     return text.replace(json.dumps(str(ROOT))[1:-1], "<root>")
 
 
-def digest(path: Path) -> tuple[str, str]:
+def digest(path: Path, without=()) -> tuple[str, str]:
     from traceparse.document import analyze
 
-    text = canonical(analyze([path], use_cache=False))
+    doc = analyze([path], use_cache=False)
+    for key in without:
+        doc.pop(key, None)
+    text = canonical(doc)
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
@@ -48,12 +52,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", type=Path)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--without", nargs="*", default=(), help="top-level sections to leave out")
     args = ap.parse_args(argv)
     found = {}
     for name, path in runs().items():
         if args.only and not any(o in name for o in args.only):
             continue
-        found[name], text = digest(path)
+        found[name], text = digest(path, args.without)
         if args.write:
             keep = args.write.with_name(args.write.name + ".d") / (name.replace("/", "__") + ".json")
             keep.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
-"""Every bundled run's analyze document is the one the design before per-rank preparation gave (tests/documents.json,
-written by ``python scripts/documents.py --write tests/documents.json`` on that design): moving work between the
-parse tasks and the store changes no number a user reads."""
+"""Every bundled run's analyze document is the one recorded in tests/documents.json (written by ``python
+scripts/documents.py --write tests/documents.json``): moving work between the parse tasks and the store, or making
+the loader faster, changes no number a user reads. The digests were first written on the design that copied every
+event into the store; a change that adds to the document writes them again, after checking that the document
+without the addition still has the recorded digest."""
 
 import json
 import sys

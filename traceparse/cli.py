@@ -498,17 +498,19 @@ def docs(section):
 @click.option("--threshold", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a threshold of rules/compare_thresholds.toml for a group or metric id: '5%' relative, "
               "'0.02' absolute in the metric's unit (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-              help="markdown: a table to post on a pull request.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
+              show_default=True, help="markdown: a table to post on a pull request; html: one offline page.")
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE (replaced whole) instead of stdout.")
 def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt, output):
     """Compare run NEW with run BASE metric by metric; exit 1 when a metric regressed beyond its threshold.
+    Then what changed, kernel by kernel: GPU kernels and CPU ops per rank per step, the largest changes first.
 
     BASE and NEW are one argument each: trace files, a folder or a glob; or give --base-db / --new-db."""
     from traceparse.history.compare import compare_runs, load_thresholds
+    from traceparse.history.kernel_diff import kernel_times
     from traceparse.document import document
     from traceparse.layout.stated import parse_stated
-    from traceparse.render.compare import render_markdown, render_text
+    from traceparse.render.compare import render_html, render_markdown, render_text
 
     thresholds, stated = load_thresholds(overrides), parse_stated(layout)
     if len(runs) not in (2, (base_db is None) + (new_db is None)):
@@ -517,17 +519,18 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
     rest = list(runs)
     sides = [(name, [rest.pop(0)] if len(runs) == 2 or db is None else [], db)
              for name, db in (("base", base_db), ("new", new_db))]
-    docs = []
+    docs, times = [], []
     for name, paths, db in sides:
         with _open(paths, db, no_cache, allow_mixed) as con:
             docs.append(document(con, 0, stated))
+            times.append(kernel_times(con))
         for issue in docs[-1]["load_issues"]:
             if issue["severity"] != "info":
                 click.echo(f"traceparse: {issue['severity']}: {name}: {issue['file'] or 'run'}: {issue['what']}",
                            err=True)
-    doc = compare_runs(*docs, thresholds)
+    doc = compare_runs(*docs, thresholds, kernels=tuple(times))
     text = {"json": lambda: json.dumps(doc, indent=2), "markdown": lambda: render_markdown(doc),
-            "text": lambda: render_text(doc)}[fmt]()
+            "text": lambda: render_text(doc), "html": lambda: render_html(doc)}[fmt]()
     _emit(text, output)
     if output:
         click.echo(f"traceparse: compare: {doc['verdict']}", err=True)

@@ -10,6 +10,7 @@ import json
 
 from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
+from traceparse.document.gpu import gpu_section
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
 
@@ -66,6 +67,7 @@ def document(con, top=10, stated=None) -> dict:
         "untagged": untagged(con),
         "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
+        "gpu": gpu_section(con),
         "timeline": timeline(con),
     })
 

@@ -44,8 +44,73 @@ METRICS = {
         "Step split: compute, exposed communication, idle",
         "per rank and step window (summary.per_step, from window_totals): compute_ns; exposed_ns = comm_ns - "
         "hidden_ns, the communication not under compute; idle_ns = window_ns - compute_ns - exposed_ns, never "
-        "below 0 (compute anchored in a window may run past its end)",
+        "below 0 (compute anchored in a window may run past its end). On a GPU rank the chart splits idle_ns by "
+        "what kept the GPU idle in that step, in proportion to gpu.idle_causes (idle_ns x the cause's idle / the "
+        "step's GPU idle): the GPU's causes measured over the step's GPU span, laid over the step window's idle",
         "each as a share of window_ns, the step window's length",
+    ),
+    "gpu.temporal": (
+        "GPU temporal breakdown: compute, non-compute, idle",
+        "from gpu_activity (every kernel, memcpy and memset with its launching call). Per rank and profiled step "
+        "(scope 'step'): the steps tile the GPU's timeline, step N's span running from the end of the GPU work "
+        "launched in the steps before it (the first step: its own first activity's start) to the end of its own "
+        "(an activity belongs to the step its launch falls in), so the GPU's wait for a step's first kernel (the "
+        "next batch, the optimizer, the loop's Python) belongs to that step. idle_ns = span_ns - the length of the "
+        "union of every GPU activity inside the span (any stream); compute_ns = the union of the compute kernels "
+        "(compute_intervals: kernels executing no communication) inside it; non_compute_ns = busy - compute "
+        "(communication kernels, memcpy, memset). Per rank, scope 'hta' (step null): HTA's get_temporal_breakdown, "
+        "over HTA's window (hta_gpu_activity: with two step numbers or more, what was launched before the rank's "
+        "latest ProfilerStep#N starts) from its first activity's start to its last one's end. Deliberate "
+        "differences from HTA: exact ns times, where HTA shrinks float-microsecond events to whole microseconds "
+        "(ceil start, floor end: equal with HTA_DISABLE_NS_ROUNDING=1); PyTorch's symmetric-memory and custom "
+        "all-reduce kernels are communication (non-compute), where HTA counts only '^nccl.*Kernel'",
+        "idle, compute, non_compute = each / span_ns (they add up to 1)",
+    ),
+    "gpu.idle": (
+        "GPU idle time per stream: host wait, kernel wait, other",
+        "HTA's get_idle_time_breakdown over HTA's window: per rank and stream, in start order, each activity's "
+        "gap since the end of the one before it on the stream. host wait: it was launched after that end (the "
+        "CPU had not asked for it yet); kernel wait: otherwise, when the gap is under 30 us (HTA's "
+        "consecutive_kernel_delay of 30, compared with its microsecond times: the overhead of back-to-back "
+        "kernels); other: queued, but waiting on something else (an event, another stream, a peer)",
+        "host_wait_ns, kernel_wait_ns, other_ns, ns; idle_ns = their sum",
+    ),
+    "gpu.idle_causes": (
+        "What kept the GPU idle, per step",
+        "every moment of a step's GPU span (gpu.temporal) when no stream is busy: a gap [a, b], ended by the "
+        "activity that starts at b, launched by a call at L on a CPU thread. If L > a, [a, min(L, b)] is the "
+        "host's: split by the launching thread's outermost CPU event at each moment (cpu_op, user_annotation, "
+        "runtime call; not ProfilerStep#N), its cause by name: dataloader (/dataloader/i), optimizer "
+        "(Optimizer.*), synchronize (/synchronize/i, aten::item, aten::_local_scalar_dense: the host waiting on "
+        "the GPU), communication (c10d::*, nccl:*, record_param_comms, ...), cpu_op (any other op: the host too "
+        "slow to launch), python (no recorded op: the training loop's own code); [L, b] is launch (launch "
+        "latency). If L <= a, the gap is device (the work was queued before the GPU went idle: waiting on an "
+        "event, another device, a peer). No launch in the trace: unknown. A finding names a cause for a rank when "
+        "it is material (rules/thresholds.toml [gpu] cause_share of the rank's steps' GPU span together) and "
+        "steady (that share in a majority of its steps), so one odd step names nothing",
+        "per rank, step and cause: idle_ns and share = idle_ns / the step's span_ns; ops: the op names that took "
+        "most of it (up to 3)",
+    ),
+    "gpu.launch": (
+        "Kernel launches: delay, outliers, launch-bound kernels",
+        "per rank over HTA's window, every GPU activity whose launching call is in the trace (any runtime or "
+        "driver call with its correlation id: cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync, hipLaunchKernel, "
+        "...; HTA's get_cuda_kernel_launch_stats counts only cudaLaunchKernel(ExC), cudaMemcpyAsync and "
+        "cudaMemsetAsync). delay = its start on the GPU - the end of its launching call, 0 when it starts before "
+        "(HTA's launch_delay). delay_outliers: delay > 100 us; runtime_outliers: a launching call longer than 50 "
+        "us (HTA's defaults); short_gpu: activities shorter on the GPU than their launching call on the CPU "
+        "(launch-bound: the GPU finishes them faster than the host can ask)",
+        "delay_p50/p90/p99/max_ns over the launches; short_gpu_share = their GPU time / HTA's span (gpu.temporal "
+        "scope 'hta')",
+    ),
+    "gpu.queue": (
+        "Queue length per stream, and when it runs dry",
+        "per rank and stream over HTA's window, HTA's queue length: the activities launched and not yet started "
+        "(+1 at each launching call's start, -1 at each start on the GPU; activities whose launch is in the "
+        "trace). Running dry: moments between the stream's first start and last end with nothing queued and "
+        "nothing running (the stream waits for the host)",
+        "max_length; mean_length = the mean over the counter's change points (HTA's summary); dry_ns, dry_share = "
+        "dry_ns / span_ns (first start to last end), dry_count = how many times it ran dry",
     ),
     "timeline": (
         "Timeline of one step",
@@ -242,6 +307,24 @@ METRICS = {
         "regresses past its threshold only when the change is also beyond the two runs' step-to-step variation "
         "(Welch's t, p <= 0.01) and, for step time and exposed communication, not explained by a busier host "
         "(imbalance.stretch); the straggler only when named (conclusive) in NEW (traceparse explain regression)",
+    ),
+    "diff": (
+        "What changed, kernel by kernel: the diff section of traceparse compare",
+        "per name of GPU activity (kernel: events of cat kernel, gpu_memcpy or gpu_memset, each anchored by its "
+        "launch, the runtime call with its correlation id, else its start) and of CPU op (cpu_op: events of cat "
+        "cpu_op, anchored by their start; each op's whole duration, so an op nested in another counts in both), the "
+        "instances anchored in a step window (step_windows), as every per-step number counts them. "
+        "numerator: their total duration over all ranks (calls: their count); denominator: the windows, ranks x "
+        "profiled steps (the distinct (rank, step) of step_windows; a rank without ProfilerStep#N is one whole-trace "
+        "window): time per rank per step, so runs of different sizes and step counts compare. delta = new - base; "
+        "a name of one run only has 0 on the other side (only_in). A kernel that executes communication "
+        "(comm_intervals part 'exec') carries the strategy of its operations, the most common over its instances "
+        "('untagged' when none); like HTA's trace diff (TraceDiff.compare_traces), over every rank and step",
+        "per kind (kernels, cpu_ops), the names with the largest |delta| per rank per step first (15 by default), "
+        "in ns per rank per step; share_of_change = delta / the change of the mean step time per rank (NEW - BASE "
+        "of summary.per_rank[].step_mean_ns averaged over the ranks; none when that change is 0 or a run's step "
+        "time is unknown). Kernels overlap each other and the CPU, and nested CPU ops count twice, so shares need "
+        "not add up to 1; not applicable when a run has no step window or neither has a kernel or a CPU op",
     ),
     "regression": (
         "Regression of a metric",

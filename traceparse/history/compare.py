@@ -2,7 +2,8 @@
 
 ``compare_metrics(base, new, thresholds)`` takes two metric sets of ``traceparse.history.run_metrics`` and
 returns the comparison; ``compare_runs(base_doc, new_doc, thresholds)`` does the same for two analyze
-documents and names the runs. ``load_thresholds(overrides)`` reads rules/compare_thresholds.toml and
+documents and names the runs; given each run's ``kernel_times``, it adds the kernel-by-kernel ``diff`` section
+(``traceparse.history.kernel_diff``). ``load_thresholds(overrides)`` reads rules/compare_thresholds.toml and
 applies ``--threshold KEY=VALUE`` overrides. Rendering is in ``traceparse.render.compare``.
 
 A metric regresses when it moves in its worse direction (Metric.better) by more than its threshold
@@ -24,6 +25,7 @@ from traceparse.errors import TraceError
 from traceparse.load.run_identity import rank_list
 from traceparse.axes import AXES as DEGREES
 from traceparse.axes import LAYOUT_KEYS
+from traceparse.history.kernel_diff import diff, step_mean_ns
 from traceparse.history.run_metrics import GROUPS, PER_MICROBATCH, PER_STEP_GROUPS, Metric, current_id, metric_ids, per_step_id, run_metrics
 
 VERSION = 1
@@ -105,14 +107,20 @@ def load_thresholds(overrides=()) -> Thresholds:
     return Thresholds({**kept, **given}, {k: float(v) for k, v in data.get("floor", {}).items()})
 
 
-def compare_runs(base_doc: dict, new_doc: dict, thresholds: Thresholds) -> dict:
+def compare_runs(base_doc: dict, new_doc: dict, thresholds: Thresholds,
+                 kernels: tuple[dict, dict] | None = None) -> dict:
     """compare_metrics of two analyze documents, with the runs named (files, world size, ranks, steps) and
-    the reasons the comparison is ``incomplete`` (``missing_ranks``), which then is its verdict."""
+    the reasons the comparison is ``incomplete`` (``missing_ranks``), which then is its verdict. ``kernels``: the
+    two runs' ``kernel_diff.kernel_times`` (BASE, NEW), which add the ``diff`` section; None: no such section."""
     doc = compare_metrics(run_metrics(base_doc), run_metrics(new_doc), thresholds)
     verdict, incomplete = doc.pop("verdict"), missing_ranks(base_doc["run"], new_doc["run"])
     doc["notes"] += _same_part(base_doc["run"], new_doc["run"])
-    return {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc,
-            "incomplete": incomplete, "verdict": "incomplete" if incomplete else verdict}
+    out = {"version": doc.pop("version"), "base": _run(base_doc), "new": _run(new_doc), **doc,
+           "incomplete": incomplete, "verdict": "incomplete" if incomplete else verdict}
+    if kernels is not None:
+        out["diff"] = diff(*({**times, "step_mean_ns": step_mean_ns(d)}
+                             for times, d in zip(kernels, (base_doc, new_doc), strict=True)))
+    return out
 
 
 def _run(doc: dict) -> dict:

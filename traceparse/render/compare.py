@@ -1,11 +1,13 @@
-"""Render the document of ``traceparse compare`` (traceparse.history.compare) as text or Markdown.
+"""Render the document of ``traceparse compare`` (traceparse.history.compare) as text, Markdown or HTML.
 
-Both put a layout change first, then the notes on how the runs were compared, why the comparison is
+All put a layout change first, then the notes on how the runs were compared, why the comparison is
 incomplete (a run missing ranks), the regressions, every compared metric (layout metrics are in the layout
-line), and the verdict. A value the run does not
-give prints as ``-``.
+line), what changed kernel by kernel (the ``diff`` section, traceparse.history.kernel_diff), and the verdict.
+A value the run does not give prints as ``-``. The HTML page is one offline file without scripts; everything
+from a trace (file and kernel names) reaches it through ``page.text``.
 """
 
+from traceparse.render.page import CSP, STYLE, text as esc
 from traceparse.render.text import table
 from traceparse.units import size
 
@@ -77,6 +79,89 @@ def _rows(doc: dict) -> list[dict]:
     return sorted(rows, key=lambda r: not r["regressed"])
 
 
+DIFF_TITLE = "What changed, kernel by kernel"
+DIFF_KINDS = (("kernels", "kernel", "GPU kernels"), ("cpu_ops", "cpu_op", "CPU ops"))
+NAME_WIDTH = 60
+DIFF_HEADERS = ["base ms", "new ms", "delta ms", "share", "calls/step"]
+
+
+def short(name: str, width: int = NAME_WIDTH) -> str:
+    """A kernel or op name in ``width`` characters: a longer one loses a leading 'void ' and its argument list
+    (the parenthesised end), then its middle ('...'), keeping the end where template arguments tell kernels apart."""
+    if len(name) <= width:
+        return name
+    cut = name.removeprefix("void ")
+    if cut.endswith(")"):
+        depth = 0
+        for i in range(len(cut) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(cut[i], 0)
+            if depth == 0:
+                cut = cut[:i].rstrip() or cut
+                break
+    if len(cut) <= width:
+        return cut
+    head = (width - 3) * 2 // 3
+    return cut[:head] + "..." + cut[len(cut) - (width - 3 - head):]
+
+
+def diff_name(row: dict, width: int = NAME_WIDTH) -> str:
+    """The row's name, shortened, with a communication kernel's strategy in brackets."""
+    return short(row["name"], width) + (f" [{row['strategy']}]" if row["strategy"] else "")
+
+
+def _ms(ns, sign: bool = False) -> str:
+    return "-" if ns is None else f"{ns / 1e6:{'+' if sign else ''},.3f}"
+
+
+def _calls(row: dict) -> str:
+    return f"{row['base_calls_per_step']:.4g} -> {row['new_calls_per_step']:.4g}"
+
+
+def _share(row: dict) -> str:
+    return "-" if row["share_of_change"] is None else f"{row['share_of_change']:+.1%}"
+
+
+def _only(row: dict) -> str:
+    return f"only in {row['only_in']}" if row["only_in"] else ""
+
+
+def diff_cells(row: dict) -> list[str]:
+    """base, new, delta (ms per rank per step), share of the step-time change, calls per step."""
+    return [_ms(row["base_ns_per_step"]), _ms(row["new_ns_per_step"]), _ms(row["delta_ns_per_step"], sign=True),
+            _share(row), _calls(row)]
+
+
+def diff_step_line(d: dict) -> str:
+    """The step time each run took per rank and its change, which the shares are of."""
+    steps = d.get("step_ns") or {}
+    if d.get("step_change_ns") is None:
+        return "mean step time per rank unknown in a run: no share of its change"
+    return (f"mean step time per rank {_ms(steps.get('base'))} -> {_ms(steps.get('new'))} ms "
+            f"({_ms(d['step_change_ns'], sign=True)} ms); share = delta / that change")
+
+
+def diff_heading(d: dict, key: str, kind: str, title: str) -> str:
+    shown, names = len(d[key]), d.get("names", {}).get(kind, len(d[key]))
+    return f"{title}: {shown} of {names} names, the largest change per rank per step first"
+
+
+def render_diff_text(d: dict | None) -> list[str]:
+    """The lines of the ``diff`` section; none when the document has none."""
+    if d is None:
+        return []
+    if d["status"] != "ok":
+        return [f"{DIFF_TITLE}: not applicable ({d.get('reason', '')})", ""]
+    out = [f"{DIFF_TITLE} (traceparse explain diff)", f"  {diff_step_line(d)}"]
+    for key, kind, title in DIFF_KINDS:
+        if not d[key]:
+            continue
+        out += ["", f"  {diff_heading(d, key, kind, title)}:"]
+        lines = table([kind, *DIFF_HEADERS], [[diff_name(r), *diff_cells(r)] for r in d[key]]).split("\n")
+        notes = ["note", "----", *map(_only, d[key])] if any(r["only_in"] for r in d[key]) else [""] * len(lines)
+        out += [f"    {line}  {note}".rstrip() for line, note in zip(lines, notes, strict=True)]
+    return [*out, ""]
+
+
 def render_text(doc: dict) -> str:
     out = [layout_line(doc), *(f"  note: {n}" for n in doc["notes"]), run_line("base", doc.get("base")),
            run_line("new", doc.get("new")), ""]
@@ -93,7 +178,7 @@ def render_text(doc: dict) -> str:
               delta(r), relative(r), r["threshold"] or "-"] for r in rows]
     lines = table(["  metric", "base", "new", "delta", "relative", "threshold"], cells).split("\n")
     out += [f"{line}  {note}" for line, note in zip(lines, ["note", "----", *(r["note"] for r in rows)], strict=True)]
-    out += ["", verdict_line(doc)]
+    out += ["", *render_diff_text(doc.get("diff")), verdict_line(doc)]
     return "\n".join(out)
 
 
@@ -110,9 +195,83 @@ def render_markdown(doc: dict) -> str:
         cells = [MARK["regressed"] if r["regressed"] else "", f"`{r['id']}`", value(r["base"], r["unit"]),
                  value(r["new"], r["unit"]), delta(r), relative(r), r["threshold"] or "-", r["note"]]
         out.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    out += ["", f"_{_md(verdict_line(doc))}_"]
+    out += ["", *render_diff_markdown(doc.get("diff")), f"_{_md(verdict_line(doc))}_"]
     return "\n".join(out)
+
+
+def render_diff_markdown(d: dict | None) -> list[str]:
+    """The ``diff`` section as Markdown tables, names in code spans (a kernel's '<' and '>' stay text)."""
+    if d is None:
+        return []
+    if d["status"] != "ok":
+        return [f"#### {DIFF_TITLE}", "", f"Not applicable: {_md(d.get('reason', ''))}.", ""]
+    out = [f"#### {DIFF_TITLE}", "", f"Per rank per step; {_md(diff_step_line(d))} (`traceparse explain diff`).", ""]
+    for key, kind, title in DIFF_KINDS:
+        if not d[key]:
+            continue
+        out += [f"**{_md(diff_heading(d, key, kind, title))}**", "",
+                f"| {kind} | {' | '.join(DIFF_HEADERS)} |", "|---|--:|--:|--:|--:|--:|"]
+        for r in d[key]:
+            name = "`" + short(r["name"]).replace("`", "'") + "`" + (f" [{r['strategy']}]" if r["strategy"] else "")
+            name += f" _({_only(r)})_" if r["only_in"] else ""
+            out.append("| " + " | ".join(_md(c) for c in [name, *diff_cells(r)]) + " |")
+        out.append("")
+    return out
 
 
 def _md(text: str) -> str:
     return str(text).replace("|", "\\|")
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{csp}">
+<title>{title}</title>
+<style>{style}</style>
+</head><body>
+{body}
+</body></html>
+"""
+
+
+def _html_table(headers: list[str], rows: list[tuple[list[str], str]]) -> str:
+    """A table of escaped cells; each row (cells as HTML, the row's class)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(f'<tr class="{cls}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for cells, cls in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_diff_html(d: dict | None) -> str:
+    if d is None:
+        return ""
+    if d["status"] != "ok":
+        return (f'<section id="diff"><h2>{esc(DIFF_TITLE)}</h2><p>not applicable: {esc(d.get("reason", ""))}</p>'
+                "</section>")
+    parts = [f'<section id="diff"><h2>{esc(DIFF_TITLE)}</h2>',
+             f"<p>Per rank per step; {esc(diff_step_line(d))} (<code>traceparse explain diff</code>).</p>"]
+    for key, kind, title in DIFF_KINDS:
+        if not d[key]:
+            continue
+        rows = [([f'<span title="{esc(r["name"])}">{esc(diff_name(r))}</span>', *map(esc, diff_cells(r)),
+                  esc(_only(r))], "") for r in d[key]]
+        parts += [f"<h3>{esc(diff_heading(d, key, kind, title))}</h3>", _html_table([kind, *DIFF_HEADERS, "note"], rows)]
+    return "".join(parts) + "</section>"
+
+
+def render_html(doc: dict) -> str:
+    """One offline page of the comparison: verdict, layout, notes, runs, regressions, metrics, the diff."""
+    title = f"traceparse compare: {doc['verdict']}"
+    parts = [f"<h1>{esc(title)}</h1>", f"<p><b>{esc(layout_line(doc))}</b></p>"]
+    parts += [f"<p>note: {esc(n)}</p>" for n in doc["notes"]]
+    parts.append("<ul>" + "".join(f"<li>{esc(run_line(name, doc.get(name)))}</li>" for name in ("base", "new"))
+                 + "</ul>")
+    if doc.get("incomplete"):
+        items = "".join(f'<li><span class="status warn">incomplete</span> {esc(why)}</li>' for why in doc["incomplete"])
+        parts.append(f'<ul class="findings">{items}</ul>')
+    rows = [([esc(r["id"]), esc(value(r["base"], r["unit"])), esc(value(r["new"], r["unit"])), esc(delta(r)),
+              esc(relative(r)), esc(r["threshold"] or "-"), esc(r["note"])], "regressed" if r["regressed"] else "")
+            for r in _rows(doc)]
+    metrics = _html_table(["metric", "base", "new", "delta", "relative", "threshold", "note"], rows)
+    parts.append(f'<section id="metrics"><h2>Metrics</h2>{metrics}</section>')
+    parts += [render_diff_html(doc.get("diff")), f"<p><b>{esc(verdict_line(doc))}</b></p>"]
+    return PAGE.format(csp=CSP, title=esc(title), style=STYLE, body="".join(parts))

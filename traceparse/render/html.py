@@ -9,6 +9,7 @@ import os
 
 from traceparse.status import SEVERITY
 from traceparse.render.charts import charts, spec
+from traceparse.render.gpu import gpu_html
 from traceparse.render.page import render_page, text
 from traceparse.render.text import render
 from traceparse.axes import AXES
@@ -96,7 +97,7 @@ def render_html(doc: dict) -> str:
     made = charts(doc)
     title = f"traceparse post-mortem: {run_title(doc)}"
     body = "".join([
-        f"<h1>{text(title)}</h1>", run_line(doc), load_problems(doc), findings(doc), chart_section(made),
+        f"<h1>{text(title)}</h1>", run_line(doc), load_problems(doc), findings(doc), gpu_html(doc), chart_section(made),
         f'<section id="report"><h2>Full report</h2><pre>{text(render(doc, full=True))}</pre></section>', rank_files(doc),
     ])
     return render_page(title, body, {cid: spec(chart) for cid, (chart, _) in made.items()})

@@ -13,17 +13,9 @@ import statistics
 
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
+from traceparse.render.gpu import render_gpu
+from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
 from traceparse.units import first_of, ms, pct, size
-
-
-def table(headers, rows) -> str:
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-
-    def line(r):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
 
 
 SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
@@ -52,6 +44,8 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         render_volume(doc),
         "",
         render_checks(doc),
+        "",
+        render_gpu(doc, full),
         "",
     ]
     if many:

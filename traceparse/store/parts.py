@@ -28,7 +28,7 @@ from pathlib import Path
 from traceparse.errors import TraceError
 from traceparse.store.schema import TABLES, VOCABULARY
 
-VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory")
+VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory", "gpu_activity")
 COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times")
 # read while the store is built (layout inference, finish.sql, intervals.sql), not kept
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")

@@ -405,6 +405,33 @@ VOCABULARY = {
             ("min_self_ns", "BIGINT", "the shortest self time of one instance, ns"),
         ],
     ),
+    "gpu_activity": (
+        "Vocabulary: every activity of a GPU (kernel, memcpy, memset) with what it does and what launched it: the "
+        "runtime or driver call with its correlation id (cudaLaunchKernel, cudaMemcpyAsync, hipLaunchKernel, ...). "
+        "What the GPU-time section (gpu.temporal, gpu.idle, gpu.launch, gpu.queue, gpu.idle_causes) is computed from "
+        "(vocabulary/gpu_time.sql). Like events, a view over the ranks' Parquet.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("ev_id", "BIGINT", "the activity (events.ev_id)"),
+            ("cat", "VARCHAR", "kernel, gpu_memcpy or gpu_memset"),
+            ("name", "VARCHAR", "the activity's name"),
+            ("stream", "BIGINT", "GPU stream (args 'stream', else the event's tid)"),
+            ("kind", "VARCHAR", "comm: a kernel executing a communication operation (comm_intervals part 'exec'); "
+                                "compute: every other kernel (compute_intervals); memory: memcpy and memset"),
+            ("start_ns", "BIGINT", "start on the GPU, ns"),
+            ("end_ns", "BIGINT", "end on the GPU, ns"),
+            ("launch_ev_id", "BIGINT", "the launching runtime/driver call (events.ev_id); NULL when not in the trace"),
+            ("launch_pid", "BIGINT", "process of the launching call"),
+            ("launch_tid", "BIGINT", "CPU thread of the launching call"),
+            ("launch_ns", "BIGINT", "start of the launching call, ns"),
+            ("launch_end_ns", "BIGINT", "end of the launching call, ns"),
+            ("step", "BIGINT", "the step window its launch falls in (its start without a launch); NULL outside every "
+                               "window or in a whole-trace window"),
+            ("in_window", "BOOLEAN", "the launch (or start) is inside one of the rank's step_windows"),
+            ("before_last_step", "BOOLEAN", "launched before the rank's latest ProfilerStep#N event starts (HTA's "
+                                            "window); NULL without a launch or without ProfilerStep#N"),
+        ],
+    ),
     # the per-window totals every report section and check selects (computed once, at the build)
     "window_totals": (
         "Vocabulary: per step window of each rank, its compute and communication time. Every per-rank and "

@@ -9,6 +9,7 @@ per batch, not per file) and runs, over every rank of the batch at once (the SQL
                           why a size is unknown
   interval_geometry.sql   their intervals of compute and communication, placed in their windows
   op_self_times.sql       the shortest self time of each of their CPU ops (the compute floor's per-rank part)
+  gpu_activity.sql        their GPU kernels, memcpys and memsets with the calls that launched them
 
 ``PER_RANK`` is the order after per_rank.sql. Ranks are known only once every file is read, so a rank's rows carry
 its file's ``slot`` (its position among the load's files); the store maps slots to ranks. The driver reads the
@@ -30,7 +31,8 @@ from traceparse.vocabulary import UNTAGGED
 
 RAW = tuple(SCHEMAS)  # the parser's staged tables (ingest/rank.py)
 PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.store", "derive.sql"),
-            ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"))
+            ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"),
+            ("traceparse.vocabulary", "gpu_activity.sql"))
 
 
 def run_per_rank(con):

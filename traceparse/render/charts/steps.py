@@ -12,20 +12,45 @@ def _where(r) -> str:
     return f"rank {r['rank']} · " + ("whole trace" if r["step"] is None else f"step {r['step']}")
 
 
+def _idle_parts(doc) -> dict:
+    """{(rank, step): [(part, fraction of the idle)]} from gpu.idle_causes: a GPU rank's idle split in proportion
+    to what kept its GPU idle in that step."""
+    by_step = {}
+    for c in (doc.get("gpu") or {}).get("idle_causes") or ():
+        by_step.setdefault((c["rank"], c["step"]), []).append(c)
+    out = {}
+    for key, causes in by_step.items():
+        total = sum(c["idle_ns"] for c in causes)
+        if total:
+            out[key] = [(f"idle: {c['cause']}", c["idle_ns"] / total) for c in causes]
+    return out
+
+
 def step_split(doc) -> alt.Chart | None:
-    """Per rank and step window (summary.per_step): compute, exposed communication and idle, stacked."""
+    """Per rank and step window (summary.per_step): compute, exposed communication and idle, stacked; a GPU rank's
+    idle split by cause in proportion to gpu.idle_causes (explain step_split)."""
     per_step = doc["summary"]["per_step"]
-    rows = [{"where": _where(r), "rank": r["rank"], "step": r["step"], "part": part, "order": i,
-             "ms": r[col] / 1e6, "window_ms": r["window_ns"] / 1e6 if r["window_ns"] is not None else None}
-            for r in per_step for i, (part, col) in enumerate(SPLIT_PARTS) if r[col] is not None]
+    causes = _idle_parts(doc)
+    rows = []
+    for r in per_step:
+        window_ms = r["window_ns"] / 1e6 if r["window_ns"] is not None else None
+        row = {"where": _where(r), "rank": r["rank"], "step": r["step"], "window_ms": window_ms}
+        for i, (part, col) in enumerate(SPLIT_PARTS):
+            if r[col] is None:
+                continue
+            split = causes.get((r["rank"], r["step"])) if col == "idle_ns" else None
+            for j, (name, share) in enumerate(split or [(part, 1.0)]):
+                rows.append({**row, "part": name, "order": i + j / 100, "ms": r[col] * share / 1e6})
     if not rows:
         return None
     order = list(dict.fromkeys(_where(r) for r in per_step))
-    return alt.Chart(inline(rows), title="Each step window: compute, exposed communication, idle").mark_bar(
-    ).encode(
+    colours = {**palette.STEP_PARTS, **{k: v for k, v in palette.IDLE_CAUSES.items()
+                                        if any(r["part"] == k for r in rows)}}
+    return alt.Chart(inline(rows), title="Each step window: compute, exposed communication, idle (by cause on a GPU)"
+                     ).mark_bar().encode(
         x=alt.X("ms:Q", stack="zero", title="time in the step window (ms)"),
         y=alt.Y("where:N", sort=order, title=None),
-        color=alt.Color("part:N", scale=palette.scale(palette.STEP_PARTS), title=None),
+        color=alt.Color("part:N", scale=palette.scale(colours), title=None),
         order=alt.Order("order:Q"),
         tooltip=["rank:O", "step:O", "part:N", alt.Tooltip("ms:Q", format=".3f"),
                  alt.Tooltip("window_ms:Q", format=".3f", title="window (ms)")],

@@ -1,0 +1,130 @@
+"""The GPU side of each step (the analyze document's ``gpu`` section): where each GPU's time went (computing, other
+work, idle), why it was idle (HTA's categories per stream, and the host-side cause per step), how its work was
+launched and queued. Every number selects from ``vocabulary/gpu_time.sql`` over the store's ``gpu_activity``;
+``traceparse explain gpu.temporal`` (and gpu.idle, gpu.idle_causes, gpu.launch, gpu.queue) defines each.
+"""
+
+import math
+
+from traceparse.store.query import rows, sql_file
+from traceparse.thresholds import check_thresholds
+
+HOST_CAUSES = ("dataloader", "optimizer", "synchronize", "communication", "cpu_op", "python")
+CAUSE_WORDS = {
+    "dataloader": "loading data", "optimizer": "the optimizer step", "synchronize": "a synchronization",
+    "communication": "a communication call", "cpu_op": "host work", "python": "no recorded op (its own Python)",
+    "launch": "launch latency (launched, not yet started)",
+    "device": "a dependency (work queued, waiting on an event, another stream or a peer)",
+    "unknown": "nothing known (no launch in the trace)",
+}
+DELAY_OUTLIER_NS = 100_000  # HTA's launch_delay_cutoff default, 100 us
+RUNTIME_OUTLIER_NS = 50_000  # HTA's runtime_cutoff default, 50 us
+
+
+def gpu_section(con) -> dict:
+    """``{status, reason?, temporal, idle, idle_causes, launch, queue, findings}``; not_applicable on CPU-only
+    runs."""
+    if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
+        return {"status": "not_applicable",
+                "reason": "no GPU kernel, memcpy or memset in the traces (a CPU-only run)", "findings": []}
+    for name in ("hta_window.sql", "gpu_time.sql"):
+        con.execute(sql_file("traceparse.vocabulary", name))
+    temporal = rows(con, """
+        SELECT rank, step, scope, span_ns, idle_ns, compute_ns, non_compute_ns,
+               round(idle_ns / nullif(span_ns, 0), 4) AS idle, round(compute_ns / nullif(span_ns, 0), 4) AS compute,
+               round(non_compute_ns / nullif(span_ns, 0), 4) AS non_compute
+        FROM gpu_temporal ORDER BY rank, scope = 'hta', step""")
+    causes = _causes(con)
+    limits = check_thresholds()["gpu"]
+    findings = _findings(temporal, causes, limits["cause_share"])
+    return {
+        "status": "warn" if findings else "ok",
+        "temporal": temporal,
+        "idle": rows(con, "SELECT * FROM gpu_stream_idle ORDER BY rank, stream"),
+        "idle_causes": causes,
+        "launch": _launch(con),
+        "queue": rows(con, """
+            SELECT rank, stream, max_length, round(mean_length, 3) AS mean_length, span_ns, dry_ns,
+                   round(dry_ns / nullif(span_ns, 0), 4) AS dry_share, dry_count
+            FROM gpu_queue ORDER BY rank, stream"""),
+        "findings": findings,
+    }
+
+
+def _causes(con) -> list[dict]:
+    """Per rank, step and cause: idle time, its share of the step's GPU span, and the ops that took most of it."""
+    found = rows(con, """
+        WITH by_op AS (
+            SELECT rank, step, cause, name, sum(ns) AS ns FROM gpu_idle_parts GROUP BY ALL
+        ),
+        ranked AS (
+            SELECT *, row_number() OVER (PARTITION BY rank, step, cause ORDER BY ns DESC, name) AS i FROM by_op
+        )
+        SELECT r.rank, r.step, r.cause, sum(r.ns)::BIGINT AS idle_ns,
+               round(sum(r.ns) / any_value(s.end_ns - s.start_ns), 4) AS share,
+               list({'name': r.name, 'ns': r.ns::BIGINT} ORDER BY r.ns DESC, r.name)
+                   FILTER (WHERE r.i <= 3 AND r.name IS NOT NULL) AS ops
+        FROM ranked r JOIN gpu_step_spans s USING (rank, step)
+        GROUP BY r.rank, r.step, r.cause
+        ORDER BY r.rank, r.step, idle_ns DESC, r.cause""")
+    for r in found:
+        r["side"] = "host" if r["cause"] in HOST_CAUSES else r["cause"]
+        r["ops"] = r["ops"] or []
+    return found
+
+
+def _launch(con) -> list[dict]:
+    return rows(con, f"""
+        WITH span AS (SELECT rank, span_ns FROM gpu_temporal WHERE scope = 'hta')
+        SELECT rank, count(*) AS launches,
+               quantile_disc(delay_ns, 0.5) AS delay_p50_ns, quantile_disc(delay_ns, 0.9) AS delay_p90_ns,
+               quantile_disc(delay_ns, 0.99) AS delay_p99_ns, max(delay_ns) AS delay_max_ns,
+               count(*) FILTER (WHERE delay_ns > {DELAY_OUTLIER_NS}) AS delay_outliers,
+               count(*) FILTER (WHERE cpu_ns > {RUNTIME_OUTLIER_NS}) AS runtime_outliers,
+               count(*) FILTER (WHERE gpu_ns < cpu_ns) AS short_gpu,
+               coalesce(sum(gpu_ns) FILTER (WHERE gpu_ns < cpu_ns), 0)::BIGINT AS short_gpu_ns,
+               round(coalesce(sum(gpu_ns) FILTER (WHERE gpu_ns < cpu_ns), 0) / nullif(any_value(span_ns), 0), 4)
+                   AS short_gpu_share
+        FROM gpu_launches JOIN span USING (rank) GROUP BY rank ORDER BY rank""")
+
+
+def _findings(temporal: list[dict], causes: list[dict], min_share: float) -> list[str]:
+    """A cause is named for a rank when it is material (at least ``min_share`` of the rank's steps' GPU span
+    together) and steady (at least that share in a majority of its steps), so one odd step names nothing."""
+    steps = {}
+    for t in temporal:
+        if t["scope"] == "step":
+            steps.setdefault(t["rank"], []).append(t)
+    out = []
+    for rank, spans in steps.items():
+        total = sum(t["span_ns"] for t in spans)
+        idle = sum(t["idle_ns"] for t in spans)
+        if not total:
+            continue
+        mine = [c for c in causes if c["rank"] == rank]
+        named = []
+        for cause in dict.fromkeys(c["cause"] for c in mine):
+            rows_ = [c for c in mine if c["cause"] == cause]
+            share = sum(c["idle_ns"] for c in rows_) / total
+            steady = sum(1 for c in rows_ if c["share"] >= min_share)
+            if share >= min_share and steady >= math.floor(len(spans) / 2) + 1:
+                named.append((share, cause, steady, _top_op(rows_)))
+        for share, cause, steady, op in sorted(named, reverse=True):
+            if cause == "cpu_op":
+                why = f"waiting for the host, its launching thread busy in CPU ops (most in `{op}`)"
+            elif cause in HOST_CAUSES:
+                why = (f"waiting for the host, whose launching thread was in `{op}` ({CAUSE_WORDS[cause]})" if op
+                       else f"waiting for the host, whose launching thread ran {CAUSE_WORDS[cause]}")
+            else:
+                why = f"waiting on {CAUSE_WORDS[cause]}"
+            out.append(f"rank {rank}: GPU idle {idle / total:.0%} of its steps' GPU time: {100 * share:.0f} points "
+                       f"{why}, in {steady} of {len(spans)} steps")
+    return out
+
+
+def _top_op(rows_: list[dict]) -> str | None:
+    ops = {}
+    for r in rows_:
+        for o in r["ops"]:
+            ops[o["name"]] = ops.get(o["name"], 0) + o["ns"]
+    return max(ops, key=lambda n: (ops[n], n)) if ops else None
