@@ -10,6 +10,7 @@ import json
 
 from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
+from traceparse.document.critical_path import critical_path_section
 from traceparse.document.gpu import gpu_section
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
@@ -68,6 +69,7 @@ def document(con, top=10, stated=None) -> dict:
         "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
         "gpu": gpu_section(con),
+        "critical_path": critical_path_section(con),
         "timeline": timeline(con),
     })
 

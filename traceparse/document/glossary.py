@@ -112,6 +112,31 @@ METRICS = {
         "max_length; mean_length = the mean over the counter's change points (HTA's summary); dry_ns, dry_share = "
         "dry_ns / span_ns (first start to last end), dry_count = how many times it ran dry",
     ),
+    "critical_path": (
+        "The critical path of a step",
+        "the chain of work and transfers that ended last, walked backward over the graph of "
+        "vocabulary/critical_path.sql from the end of the step (the end of the window of the rank whose step ends "
+        "last) to the start of that window, so its length is that rank's measured step. At each point it stands on a "
+        "lane of one rank (a CPU thread, a GPU stream) and asks what the lane was waiting for. A CPU thread in a "
+        "communication call waits for its own operation; in a wait, or in a gap between its ops (a wait the profiler "
+        "records no op for), for the latest completion of an operation it issued, else (a gap) for the op of another "
+        "thread of the rank that ended last in it (the autograd engine's thread running backward); in a "
+        "synchronization, for the GPU activity that ended last. A communication operation's transfer is on the path from the moment it was "
+        "released (the last member of a collective arrived, at its execution; a send and its matched receive both "
+        "arrived, at their calls) to its completion; before that it waited for a late peer, and the path goes on "
+        "from that peer at that moment. A GPU activity waits for the one before it on its stream when launched "
+        "before that one ended, else for its launch (the path goes on from the launching CPU thread). Anything else "
+        "is the lane's own work. Causes: compute (kernels that compute; a CPU-only rank's CPU ops), communication "
+        "(a transfer, or a call's own time, per strategy), host (a GPU rank's CPU work), launch (from a launch call "
+        "to its start on the GPU), idle (a CPU thread in no recorded op and waiting for nothing), device (a GPU "
+        "activity queued on a dependency, memcpy/memset), other (the walk's guard). Waiting for a late peer is never "
+        "on the path: the path follows the peer instead. Limits: a wait inside an op whose wait records no child op "
+        "(a gloo Work's wait inside FSDP's post-backward callback) counts as that op's own time; cross-stream GPU "
+        "dependencies (events) count as device",
+        "per step: length_ns = the window's length = the sum of the pieces (covered_ns); by_cause, by_strategy "
+        "(communication), by_rank: ns on the path; top: its longest pieces (rank, lane, cause, name, share = "
+        "dur_ns / length_ns); segments: consecutive pieces of one rank and cause merged, for the timeline",
+    ),
     "timeline": (
         "Timeline of one step",
         "the step: among the steps every rank has a window for (step_windows), the one whose window length "

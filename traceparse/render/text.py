@@ -13,6 +13,7 @@ import statistics
 
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
+from traceparse.render.critical_path import render_critical_path
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
 from traceparse.units import first_of, ms, pct, size
@@ -45,7 +46,8 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         "",
         render_checks(doc),
         "",
-        render_gpu(doc, full),
+        *([render_gpu(doc, full), ""] if not many or doc.get("gpu", {}).get("status") != "not_applicable" else []),
+        render_critical_path(doc, summarized=many),
         "",
     ]
     if many:

@@ -7,6 +7,7 @@ import altair as alt
 
 from traceparse.render.charts.bubble import bubble_per_stage
 from traceparse.render.charts.comm import overlap_per_strategy, volume_per_strategy
+from traceparse.render.charts.critical_path import critical_path_timeline
 from traceparse.render.charts.steps import imbalance_heatmap, step_split
 from traceparse.render.charts.timeline import step_timeline
 
@@ -16,6 +17,9 @@ CHARTS = (
      "Each rank's step windows split into compute, communication not hidden under compute, and idle time."),
     ("timeline", step_timeline,
      "One profiled step on every rank: when it computed and when it communicated, by strategy."),
+    ("critical-path", critical_path_timeline,
+     "The critical path of each step: the chain of work and transfers that ended last, rank by rank, by cause "
+     "(traceparse explain critical_path)."),
     ("imbalance", imbalance_heatmap,
      "Ranks against steps: where one rank's step, compute or wait at the collectives stands out."),
     ("bubble", bubble_per_stage,

@@ -1,0 +1,61 @@
+"""The critical path on every bundled run: the table of docs/critical-path.md.
+
+    python bench/critical_path.py            # every fixture run and bundled GPU trace
+    python bench/critical_path.py --only straggler pp4
+
+Per run: its steps, whether each path's length is the measured step (the sum of its pieces), the ranks it runs
+through over the steps (share of the steps' time), its causes, and the slow rank or heavy stage the run was built
+with (fixtures/runs/*/truth.json's note), when it has one.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def runs() -> dict[str, Path]:
+    out = {p.name: p for p in sorted((ROOT / "fixtures" / "runs").iterdir()) if (p / "truth.json").is_file()}
+    for p in sorted((ROOT / "fixtures" / "public").rglob("*.json.gz")):
+        out[str(p.relative_to(ROOT / "fixtures" / "public"))] = p
+    return out
+
+
+def row(name: str, path: Path) -> str:
+    from traceparse.document import analyze
+
+    cp = analyze([path], use_cache=False)["critical_path"]
+    steps = cp["steps"]
+    if not steps:
+        return f"| {name} | 0 | - | - | - | {cp.get('reason', '')} |"
+    total = sum(s["length_ns"] for s in steps)
+    ranks, causes = {}, {}
+    for s in steps:
+        for k, v in s["by_rank"].items():
+            ranks[k] = ranks.get(k, 0) + v
+        for k, v in s["by_cause"].items():
+            causes[k] = causes.get(k, 0) + v
+    exact = all(s["covered_ns"] == s["length_ns"] for s in steps)
+    top = sorted(ranks.items(), key=lambda kv: -kv[1])[:3]
+    cause = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
+    note = json.loads((path / "truth.json").read_text()).get("note", "") if path.is_dir() else "public GPU trace"
+    return (f"| {name} | {len(steps)} | {'yes' if exact else 'NO'} | "
+            f"{', '.join(f'{k}: {v / total:.0%}' for k, v in top)} | "
+            f"{', '.join(f'{k} {v / total:.0%}' for k, v in cause)} | {note} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args()
+    print("| run | steps | length = measured step | through (rank: share) | by cause | built with |")
+    print("|---|---:|---|---|---|---|")
+    for name, path in runs().items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        print(row(name, path), flush=True)
+
+
+if __name__ == "__main__":
+    main()

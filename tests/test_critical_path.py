@@ -1,0 +1,128 @@
+"""The critical path of each step (the analyze document's ``critical_path``: traceparse/document/critical_path.py
+over vocabulary/critical_path.sql).
+
+A tiny hand-written two-rank GPU job, every number worked out by hand; then every bundled run: the path's pieces tile
+the step exactly (its length is the measured step), and on the runs built with a slow rank or a heavy pipeline
+stage the path runs mostly through it.
+"""
+
+import pytest
+
+from conftest import FIXTURE_RUNS, committed_runs, fast_few, public_trace_files
+from traces import step, trace, write, x
+
+from traceparse.document import analyze
+from traceparse.load.run import open_run
+from traceparse.document.critical_path import Walk, critical_path_section
+
+US = 1000
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def rank_trace(rank, gemm_us, allreduce_start_us, step_us):
+    """One step [1000, 1000 + step_us] on the main thread (pid 1, tid 1): launch a gemm [1000, 1010] that runs on
+    stream 7 [1020, 1020 + gemm_us]; launch an all-reduce [1015, 1025] that runs on stream 20 from
+    ``allreduce_start_us`` (after the gemm, by an event: rank 0 starts it when its own gemm ends, but both ranks
+    end it at 1620, when the later one arrived plus 100 of transfer); wait in cudaStreamSynchronize [1030, 1625];
+    then host work until the step's end."""
+    def launch(c, ts, kernel, start, dur, stream):
+        return [x("cudaLaunchKernel", ts, 10, cat="cuda_runtime", correlation=c),
+                x(kernel, start, dur, cat="kernel", pid=0, tid=stream, stream=stream, device=0, correlation=c)]
+    ev = [step(0, 1000, step_us)]
+    ev += launch(1, 1000, "gemm", 1020, gemm_us, 7)
+    ev.append(x("record_param_comms", 1014, 12, **{
+        "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+        "Group size": 2, "Process Group Name": "0", "Process Group Ranks": "[0, 1]"}))
+    ev += launch(2, 1015, ALLREDUCE, allreduce_start_us, 1620 - allreduce_start_us, 20)
+    ev.append(x("cudaStreamSynchronize", 1030, 595, cat="cuda_runtime"))
+    ev.append(x("optimizer_tail", 1625, 1000 + step_us - 1625))
+    return trace(ev, rank=rank, world_size=2)
+
+
+def two_ranks(tmp_path, step_us):
+    """Rank 0: gemm 200 us, all-reduce from 1220; rank 1 (slow): gemm 500 us, all-reduce from 1520."""
+    return [write(tmp_path / "rank0.json", rank_trace(0, 200, 1220, step_us[0])),
+            write(tmp_path / "rank1.json", rank_trace(1, 500, 1520, step_us[1]))]
+
+
+def path_of(files):
+    (s,) = analyze(files, use_cache=False)["critical_path"]["steps"]
+    return s
+
+
+def test_the_slow_rank_ending_last(tmp_path):
+    s = path_of(two_ranks(tmp_path, (700, 701)))
+    # from rank 1's end (1701) back to its window's start (1000): host [1625, 1701] = 76; the synchronization waited
+    # for the all-reduce's end (1620): host [1620, 1625] = 5; the all-reduce was released by rank 1 itself (it
+    # arrived last, at 1520): communication [1520, 1620] = 100; it started when the gemm of stream 7 ended (1520,
+    # later than its launch, 1025): the gemm [1020, 1520] = 500 compute; launched at 1000: launch [1000, 1020] = 20
+    assert (s["length_ns"], s["covered_ns"], s["end_rank"]) == (701 * US, 701 * US, 1)
+    assert s["by_rank"] == {"1": 701 * US}
+    assert s["by_cause"] == {"compute": 500 * US, "communication": 100 * US, "host": 81 * US, "launch": 20 * US}
+    assert s["top"][0]["name"] == "gemm" and s["top"][0]["share"] == round(500 / 701, 4)
+
+
+def test_a_fast_rank_ending_last_waits_for_the_slow_one(tmp_path):
+    s = path_of(two_ranks(tmp_path, (702, 700)))
+    # from rank 0's end (1702): host [1625, 1702] = 77 and [1620, 1625] = 5; rank 0's all-reduce (from 1220) was
+    # released by rank 1 at 1520: communication [1520, 1620] = 100 on rank 0, and the time before is waiting for
+    # rank 1, not on the path; rank 1 at 1520: its all-reduce started after its gemm: compute 500, launch 20
+    assert (s["length_ns"], s["covered_ns"], s["end_rank"]) == (702 * US, 702 * US, 0)
+    assert s["by_rank"] == {"1": 520 * US, "0": 182 * US}
+    assert s["by_cause"] == {"compute": 500 * US, "communication": 100 * US, "host": 82 * US, "launch": 20 * US}
+    assert s["by_strategy"] == {next(iter(s["by_strategy"])): 100 * US}
+
+
+def test_text_page_and_explain(tmp_path):
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+    from traceparse.render.charts import charts
+    from traceparse.render.text import render
+
+    doc = analyze(two_ranks(tmp_path, (702, 700)), use_cache=False)
+    assert "critical path:" in render(doc) and "through rank 1" in doc["critical_path"]["findings"][0]
+    assert "critical-path" in charts(doc)
+    got = CliRunner().invoke(main, ["explain", "critical_path"])
+    assert got.exit_code == 0 and got.output.startswith("critical_path:")
+
+
+def tiles(con, s) -> bool:
+    """The pieces of step ``s``'s path, walked again, cover [start, end] with no gap and no overlap."""
+    pieces = sorted(Walk(con, s["step"], s["start_ns"], s["end_ns"]).run(s["end_rank"]), key=lambda p: p["start_ns"])
+    return (pieces[0]["start_ns"] == s["start_ns"] and pieces[-1]["end_ns"] == s["end_ns"]
+            and all(a["end_ns"] == b["start_ns"] for a, b in zip(pieces, pieces[1:], strict=False)))
+
+
+RUNS = sorted(p.name for p in committed_runs().iterdir() if (p / "truth.json").is_file())
+
+
+@pytest.mark.parametrize("path", fast_few(RUNS)
+                         + [pytest.param(p, marks=pytest.mark.slow) for p in public_trace_files()],
+                         ids=lambda p: getattr(p, "name", p))
+def test_the_path_is_the_measured_step(path):
+    path = FIXTURE_RUNS / path if isinstance(path, str) else path
+    with open_run([str(path)]) as con:
+        cp = critical_path_section(con)
+        windows = {r[0]: r[1] for r in con.execute(
+            "SELECT step, max(end_ns) - arg_max(start_ns, end_ns) FROM step_windows GROUP BY step").fetchall()}
+        for s in cp["steps"]:
+            assert s["length_ns"] == s["covered_ns"] == windows[s["step"]]
+            assert tiles(con, s), s["step"]
+
+
+# runs built with one slow rank or a heavy pipeline stage (their truth.json note says which)
+SLOW = {"straggler_ddp4": 2, "straggler_dp2_tp2": 3, "pp4_1f1b_heavy_m4": 2}
+
+
+@pytest.mark.parametrize("run,slow", SLOW.items())
+@pytest.mark.slow
+def test_the_path_runs_mostly_through_the_slow_rank(run, slow):
+    cp = analyze([FIXTURE_RUNS / run], use_cache=False)["critical_path"]
+    total = sum(s["length_ns"] for s in cp["steps"])
+    through = {}
+    for s in cp["steps"]:
+        for r, ns in s["by_rank"].items():
+            through[int(r)] = through.get(int(r), 0) + ns
+    assert max(through, key=through.get) == slow
+    assert through[slow] / total > 0.5
