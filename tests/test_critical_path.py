@@ -8,7 +8,7 @@ stage the path runs mostly through it.
 
 import pytest
 
-from conftest import FIXTURE_RUNS, committed_runs, fast_few, public_trace_files
+from conftest import FIXTURE_RUNS, committed_runs, public_trace_files
 from traces import step, trace, write, x
 
 from traceparse.document import analyze
@@ -97,7 +97,7 @@ def tiles(con, s) -> bool:
 RUNS = sorted(p.name for p in committed_runs().iterdir() if (p / "truth.json").is_file())
 
 
-@pytest.mark.parametrize("path", fast_few(RUNS)
+@pytest.mark.parametrize("path", [r if r == "ddp2" else pytest.param(r, marks=pytest.mark.slow) for r in RUNS]
                          + [pytest.param(p, marks=pytest.mark.slow) for p in public_trace_files()],
                          ids=lambda p: getattr(p, "name", p))
 def test_the_path_is_the_measured_step(path):

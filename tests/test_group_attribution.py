@@ -11,7 +11,10 @@ configuration (truth.json, computed by the generator, never read from the traces
   first (same events, same clock), so every DP peer ends every TP all-reduce at exactly the same
   nanosecond as its replica; with and without the mesh's group descriptions;
 - the other multi-axis runs with their group descriptions removed (HSDP, EP x DP, TP + SP x DP,
-  ring CP x DP), where only threads, sizes, sequences and timing are left.
+  ring CP x DP), where only threads, sizes, sequences and timing are left;
+- lanes paired on their first few operations only (``SAMPLE`` made smaller than the runs' lanes): the
+  pairs are those of the whole sequence, the cost per lane is bounded, and every collective still gets
+  its group.
 """
 
 from __future__ import annotations
@@ -207,3 +210,89 @@ def test_threads_follow_group_creation_order_and_fill_at_most_two_per_group():
     costs = {t: {by_name[g.name]: c for g, c in cs.items()} for t, cs in costs.items()}
     got = {t: g.name for t, (g, _) in _assign(costs, named).items()}
     assert got[20] == got[21] == "g0"
+
+
+# --- a lane is paired on its first operations ------------------------------------------------------
+# A lane's sequence is its first SAMPLE operations (traceparse/store/groups.py): the bundled runs have at most 32 a
+# lane, so these tests make SAMPLE smaller than their lanes.
+
+def load_with(tmp_path, monkeypatch, path, before=None, **settings):
+    """A fresh store of the run at ``path``, with the groups module's ``settings`` (e.g. SAMPLE), ``before(con)``
+    called just before group inference."""
+    import traceparse.store.build as build
+    from traceparse.load.run import connect, load_run
+    from traceparse.store import groups
+
+    for k, v in settings.items():
+        monkeypatch.setattr(groups, k, v)
+    if before:
+        infer = build.infer_groups
+
+        def wrapped(con):
+            before(con)
+            infer(con)
+
+        monkeypatch.setattr(build, "infer_groups", wrapped)
+    db = tmp_path / "store" / "s.duckdb"
+    db.parent.mkdir()
+    return connect(load_run([path], db=db)[0])
+
+
+@pytest.mark.parametrize("name", ["dp2_tp2", "dp2_pp2_tp2", "hsdp_r2_s2"])
+def test_the_first_operations_of_a_lane_pair_as_in_its_whole_sequence(tmp_path, monkeypatch, name):
+    """A lane's first k operations get the partners they get in its whole sequence, from the members' operations
+    up to the sample's reach (fewer than all of them), so its costs are those of its first k operations paired
+    against everything; sizes and framework context are still every operation's."""
+    from traceparse.store import groups as g
+
+    k, checked = 3, []
+
+    def check(con):
+        cands = g._candidates(con)
+        judged = sorted(r for r, gs in cands.items() if len(gs) > 1)
+        monkeypatch.setattr(g, "SAMPLE", 10**9)
+        whole = g._lanes(con, judged)
+        every = g._members(con, whole, cands)
+        monkeypatch.setattr(g, "SAMPLE", k)
+        first = g._lanes(con, judged)
+        read = g._members(con, first, cands)
+        assert [(w.rank, w.thread) for w in whole] == [(f.rank, f.thread) for f in first]
+        for w, f in zip(whole, first, strict=True):
+            assert [o.op_id for o in f.items] == [o.op_id for o in w.items[:k]]
+            assert [o.end for o in w.items] == sorted(o.end for o in w.items)
+            assert (f.implied, f.wrapped, f.fsdp, f.gloo) == (w.implied, w.wrapped, w.fsdp, w.gloo)
+            for group in cands[f.rank]:
+                if not g._ruled_out(f, group):
+                    for m in g._checked(group, f.rank):
+                        assert g._match(f.items, m, read) == g._match(w.items, m, every)[:k]
+            assert g._lane_costs(f, cands[f.rank], read) == g._lane_costs(f, cands[f.rank], every)
+            checked.append(len(w.items))
+        # the members' operations read are the first of each kind, fewer than all
+        assert all(t.ends == every[key].ends[:len(t.ends)] for key, t in read.items())
+        assert sum(len(t.ends) for t in read.values()) < sum(len(t.ends) for t in every.values())
+
+    load_with(tmp_path, monkeypatch, RUNS / name, check)
+    assert checked and max(checked) > 2 * k
+
+
+@pytest.mark.parametrize("run, clones, strip, hashed", [v for k, v in WORST.items() if "lockstep" in k]
+                         + [("dp2_pp2_tp2_delay4", None, False, False)],
+                         ids=[k for k in WORST if "lockstep" in k] + ["dp2_pp2_tp2_delay4"])
+def test_lanes_paired_on_a_few_operations_attribute_every_one(tmp_path, monkeypatch, run, clones, strip, hashed):
+    """With SAMPLE far below the lanes' length, every pairing takes at most SAMPLE operations of a lane, and every
+    collective (those past the sample too) still gets its group, in the worst cases as well."""
+    from traceparse.store import groups
+
+    k, sizes, match = 3, [], groups._match
+
+    def counted(items, m, by_kind):
+        sizes.append(len(items))
+        return match(items, m, by_kind)
+
+    monkeypatch.setattr(groups, "_match", counted)
+    path = rebuild(run, tmp_path / run, clones, strip, hashed) if clones else RUNS / run
+    con = load_with(tmp_path, monkeypatch, path, SAMPLE=k)
+    assert_exact(con, truth_of(path))
+    longest = con.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM comm_ops "
+                          "WHERE group_source LIKE 'inferred: its worker thread%' GROUP BY rank, exec_stream)").fetchone()[0]
+    assert sizes and max(sizes) == k < longest / 2
