@@ -168,4 +168,6 @@ def test_a_chart_without_data_is_left_out(doc):
     d["checks"]["overlap"]["per_strategy"] = {"pp": {"hidden_ns": None, "exposed_ns": None}}
     d["timeline"]["rows"] = []
     d["checks"]["bubble"]["per_stage"] = []
+    assert list(charts(d)) == ["step-split", "critical-path", "imbalance", "volume"]
+    d["critical_path"] = {"status": "not_applicable", "reason": "no step every rank has a window for", "steps": []}
     assert list(charts(d)) == ["step-split", "imbalance", "volume"]
