@@ -84,6 +84,7 @@ def test_bubble_chart_draws_the_1f1b_formula_and_its_replay(doc):
     assert all(0 < r["measured"] < 1 for r in bars)
 
 
+@pytest.mark.slow
 def test_bubble_chart_is_left_out_without_a_pipeline(doc):
     assert truth("straggler_ddp4")["layout"]["pp"] == 1
     d = doc("straggler_ddp4")

@@ -358,6 +358,7 @@ def test_control_trace_records_no_sizes_in_args(control):
     assert not any(e.get("name") == "[memory]" for e in doc["traceEvents"])
 
 
+@pytest.mark.slow
 def test_unknown_sizes_are_null_in_json(unsized, control):
     f, db = unsized
     r = invoke("analyze", "--format", "json", "--db", db, f)

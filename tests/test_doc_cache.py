@@ -83,6 +83,7 @@ def test_a_damaged_document_is_built_again(traces, isolated_dirs):
     assert json.loads(doc.read_text()) == first
 
 
+@pytest.mark.slow
 def test_no_cache_keeps_no_document(traces, isolated_dirs, tmp_path, monkeypatch):
     run("analyze", "--format", "json", "--no-cache", traces)
     assert not isolated_dirs["cache"].exists() or not list(isolated_dirs["cache"].iterdir())

@@ -137,6 +137,7 @@ def test_dataloader_stall_names_the_dataloader(tmp_path):
         1580 * US, 420 * US, 1160 * US, 0)
 
 
+@pytest.mark.slow
 def test_a_wrapper_around_the_step_does_not_hide_the_dataloader(tmp_path):
     """A record_function around the whole step is the outermost op at every moment; the DataLoader op inside it
     still names the wait (launcher_ops: the outermost op with a cause of its own wins)."""
@@ -153,6 +154,7 @@ def test_a_wrapper_around_the_step_does_not_hide_the_dataloader(tmp_path):
 
 # --- 9. one odd step names nothing ------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_stall_in_one_step_of_three_is_not_named(tmp_path):
     gpu = gpu_of(tmp_path, dataloader_trace([10, 400, 10]))
     # step 0: A [1030, 1700], B [1700, 2000]: span 1030 .. 2000 = 970, no gap
@@ -202,6 +204,7 @@ def host_gap_trace(host, cat="cpu_op", launch_b=True):
 HOST_GAP_SPANS = {k: (1000 * US, 120 * US, 880 * US, 0) for k in range(3)}
 
 
+@pytest.mark.slow
 def test_synchronize_gap(tmp_path):
     gpu = gpu_of(tmp_path, host_gap_trace("item"))
     assert {k: (t["span_ns"], t["idle_ns"], t["compute_ns"], t["non_compute_ns"])
@@ -223,6 +226,7 @@ def test_synchronize_gap(tmp_path):
         {"rank": 0, "stream": 7, "host_wait_ns": 240 * US, "kernel_wait_ns": 0, "other_ns": 0, "idle_ns": 240 * US}]
 
 
+@pytest.mark.slow
 def test_gap_with_no_op_on_the_host_is_python(tmp_path):
     gpu = gpu_of(tmp_path, host_gap_trace(None))
     assert {k: (t["span_ns"], t["idle_ns"], t["compute_ns"], t["non_compute_ns"])
@@ -240,6 +244,7 @@ def test_gap_with_no_op_on_the_host_is_python(tmp_path):
     assert gpu["idle"][0]["host_wait_ns"] == 240 * US
 
 
+@pytest.mark.slow
 def test_gap_partly_covered_by_an_op_splits_at_its_end(tmp_path):
     gpu = gpu_of(tmp_path, host_gap_trace("mul"))
     causes = causes_of(gpu)
@@ -260,6 +265,7 @@ def test_gap_partly_covered_by_an_op_splits_at_its_end(tmp_path):
     ("cudaDeviceSynchronize", "cuda_runtime", "synchronize"),
     ("aten::index_select", "cpu_op", "cpu_op"),
 ])
+@pytest.mark.slow
 def test_host_cause_by_the_op_name(tmp_path, name, cat, cause):
     gpu = gpu_of(tmp_path, host_gap_trace(name, cat=cat))
     # as test_synchronize_gap: [S+500, S+600] inside the op, in each of the 3 steps
@@ -271,6 +277,7 @@ def test_host_cause_by_the_op_name(tmp_path, name, cat, cause):
     the_finding(gpu, cause, name, steady=3)
 
 
+@pytest.mark.slow
 def test_activity_launched_outside_the_trace_is_unknown(tmp_path):
     gpu = gpu_of(tmp_path, host_gap_trace(None, launch_b=False))
     # B has no launch: it belongs to the step its start falls in (the same one here), and the gap
@@ -291,6 +298,7 @@ def test_activity_launched_outside_the_trace_is_unknown(tmp_path):
 
 # --- 4. launch latency -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_launch_latency(tmp_path):
     # step k: aten::add [S, S+100] around cudaLaunchKernel [S+20, S+90] -> K [S+300, S+1000]
     ev = []
@@ -465,6 +473,7 @@ def test_text_page_and_explain_show_the_section(tmp_path):
         assert got.exit_code == 0 and got.output.startswith(ident), ident
 
 
+@pytest.mark.slow
 def test_op_names_are_escaped_in_the_page(tmp_path):
     from traceparse.render.html import render_html
 

@@ -41,6 +41,7 @@ def test_the_rank_tables_are_views_over_each_ranks_parquet(tmp_path):
         con.close()
 
 
+@pytest.mark.slow
 def test_a_store_without_its_folder_is_one_line_naming_it(tmp_path):
     store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
     shutil.rmtree(folder_of(store))
@@ -68,6 +69,7 @@ def test_a_cached_store_whose_folder_was_damaged_is_built_again(tmp_path, monkey
     assert len(builds(store)) == 1  # the damaged build, read by nobody, is gone
 
 
+@pytest.mark.slow
 def test_a_reader_keeps_its_folder_while_the_store_is_replaced(tmp_path):
     db = tmp_path / "s.duckdb"
     load_run([RUN], db=db)
@@ -94,6 +96,7 @@ def _analyze(args):
     return out.returncode, out.stdout, out.stderr
 
 
+@pytest.mark.slow
 def test_loads_of_one_run_at_once_each_read_a_whole_store(tmp_path):
     cache = str(tmp_path / "cache")
     with multiprocessing.get_context("spawn").Pool(3) as pool:

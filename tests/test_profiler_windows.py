@@ -39,6 +39,7 @@ def test_a_folder_of_windows_loads_the_latest_of_each_rank_and_says_so(tmp_path)
                     "--window 2)"]
 
 
+@pytest.mark.slow
 def test_window_selects_another_window(tmp_path):
     r, doc = analyze(RUN, "--window", 6, "--db", tmp_path / "s.duckdb")
     assert r.exit_code == 0, r.output
@@ -49,6 +50,7 @@ def test_window_selects_another_window(tmp_path):
     assert r.exit_code == 0 and steps(doc) == [14, 15]
 
 
+@pytest.mark.slow
 def test_windows_are_told_apart_by_their_steps_not_their_names(tmp_path):
     """Files named as torch's tensorboard_trace_handler names them (host_pid.time.pt.trace.json.gz)."""
     for i, f in enumerate(sorted(RUN.glob("rank*.json.gz"), key=lambda p: p.name[::-1])):

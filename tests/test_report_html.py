@@ -35,10 +35,11 @@ def configuration(name) -> tuple[int, int]:
 
 
 def charts_called_for(name) -> int:
-    """Every run here has step windows and tagged communication: the step split, the timeline, the overlap
-    and the volume charts; more than one rank adds the imbalance heat map, a pipeline the bubble chart."""
+    """Every run here has step windows and tagged communication: the step split, the timeline, the critical path,
+    the overlap and the volume charts; more than one rank adds the imbalance heat map, a pipeline the bubble
+    chart."""
     ranks, pp = configuration(name)
-    return 4 + (ranks > 1) + (pp > 1)
+    return 5 + (ranks > 1) + (pp > 1)
 
 
 def sections_with_data(doc) -> set:
@@ -47,6 +48,7 @@ def sections_with_data(doc) -> set:
     has = {
         "step-split": bool(doc["summary"]["per_step"]),
         "timeline": bool(doc["timeline"]["rows"]),
+        "critical-path": any(s["segments"] for s in (doc.get("critical_path") or {}).get("steps") or []),
         "imbalance": c["imbalance"]["status"] != "not_applicable",
         "bubble": any(s["measured"] is not None for s in c["bubble"].get("per_stage") or []),
         "overlap": any(v.get("hidden_ns") is not None or v.get("exposed_ns") is not None
@@ -143,7 +145,7 @@ def test_names_from_a_trace_show_as_text_and_run_nothing(browser_page, tmp_path)
     assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)" in html  # reached a chart's data, escaped
     seen = browser_page(tmp_path / "page.html")
     assert seen.dialogs == [] and seen.page_errors == [] and seen.console_errors == [] and seen.requests == []
-    assert seen.chart_errors == 0 and seen.charts == 5
+    assert seen.chart_errors == 0 and seen.charts == 6  # the five of a tagged run, and the critical path
     assert HOSTILE["aten::linear"] in seen.text  # the heaviest-ops table shows the kernel's name as text
     assert str(paths[0]) in seen.text or paths[0].name in seen.text
 
