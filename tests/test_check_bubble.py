@@ -192,6 +192,7 @@ def test_not_applicable_without_a_pipeline(check):
     assert result.status == "not_applicable" and result.reason
 
 
+@pytest.mark.slow
 def test_not_applicable_on_a_gpu_trace(check):
     result, _ = check(public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz"))
     assert result.status == "not_applicable" and result.reason

@@ -209,6 +209,7 @@ def hta_definition(path):
     return hidden(comm, union(compute))
 
 
+@pytest.mark.slow
 def test_gpu_overall_matches_hta_definition(check):
     """A trace HTA 0.5 cannot load (RCCL on MI300X: an int16 overflow in its correlation index under the
     installed pandas): HTA's definition recomputed here. (HTA with that overflow patched locally and

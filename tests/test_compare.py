@@ -232,6 +232,7 @@ def test_bad_threshold_exits_2_with_one_line(args, where):
     assert r.stderr.startswith(f"traceparse: error: {where}: ") and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2(tmp_path):
     r = invoke(RUNS / "ddp4", tmp_path / "missing")
     assert r.exit_code == 2 and r.stderr == f"traceparse: error: {tmp_path / 'missing'}: no such file or directory\n"

@@ -73,6 +73,7 @@ def test_a_fast_rank_ending_last_waits_for_the_slow_one(tmp_path):
     assert s["by_strategy"] == {next(iter(s["by_strategy"])): 100 * US}
 
 
+@pytest.mark.slow
 def test_text_page_and_explain(tmp_path):
     from click.testing import CliRunner
 

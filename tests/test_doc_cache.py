@@ -75,6 +75,7 @@ def test_other_options_files_or_version_build_it_again(traces, isolated_dirs, mo
     assert len(calls) == 4 and len(list(isolated_dirs["cache"].glob("*.duckdb"))) == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_document_is_built_again(traces, isolated_dirs):
     first = run("analyze", "--format", "json", traces)
     (doc,) = kept(isolated_dirs, "analyze")

@@ -53,6 +53,7 @@ def test_a_store_without_its_folder_is_one_line_naming_it(tmp_path):
     connect(again).close()
 
 
+@pytest.mark.slow
 def test_a_cached_store_whose_folder_was_damaged_is_built_again(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEPARSE_CACHE", str(tmp_path / "cache"))
     store, _ = load_run([RUN])
@@ -109,6 +110,7 @@ def test_loads_of_one_run_at_once_each_read_a_whole_store(tmp_path):
     connect(store).close()
 
 
+@pytest.mark.slow
 def test_the_folder_of_a_removed_cache_entry_is_swept_by_the_next_load(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEPARSE_CACHE", str(tmp_path / "cache"))
     store, _ = load_run([RUN])

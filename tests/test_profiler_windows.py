@@ -29,6 +29,7 @@ def steps(doc) -> list:
     return doc["run"]["steps"]
 
 
+@pytest.mark.slow
 def test_a_folder_of_windows_loads_the_latest_of_each_rank_and_says_so(tmp_path):
     r, doc = analyze(RUN, "--db", tmp_path / "s.duckdb")
     assert r.exit_code == 0, r.output

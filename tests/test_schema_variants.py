@@ -336,6 +336,7 @@ def test_kernel_without_cpu_call_is_its_own_operation(tmp_path):
 
 # --- compression and odd containers ---------------------------------------------------
 
+@pytest.mark.slow
 def test_compression_detected_from_content_not_name(tmp_path):
     import gzip
 

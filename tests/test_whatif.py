@@ -104,6 +104,7 @@ def test_pipeline_bytes_are_exact(forecast, source, target, run):
     assert got == {"pp": truth_bytes(run, "pp")}
 
 
+@pytest.mark.slow
 def test_tp4_bytes_from_tp2_are_exact(forecast):
     assert forecast("tp2", "dp=1,tp=4")["prediction"]["bytes_per_rank_per_step"] == {"tp": truth_bytes("tp4", "tp")}
 
@@ -421,6 +422,7 @@ def test_every_sweep_row_states_its_kind_and_error():
     assert f"cannot be forecast reliably: {bad} of the {len(rows) - n['excluded']} layouts kept" in got.output
 
 
+@pytest.mark.slow
 def test_an_unknown_step_names_what_would_make_it_forecastable():
     """pp4_1f1b_m4 has no data-parallel collective, so the dp bytes (and the step) of a dp > 1 layout are unknown:
     the row says to state the parameter count with --given params=N, and stating it gives every such row a step."""

@@ -99,6 +99,7 @@ def test_given_errors_name_given(cli, given, words):
     refused(cli("whatif", GPIPE, "--layout", "microbatches=8", "--given", given), words)
 
 
+@pytest.mark.slow
 def test_what_the_sweep_excludes_whatif_refuses_with_its_reason():
     """Every candidate of ddp4's sweep (2 layers; ranks_per_node 2): whatif --layout of it is refused with the
     sweep's reason exactly when the sweep excludes it."""
