@@ -61,36 +61,29 @@ class Rank:
 
     def latest_done(self, after: int, upto: int, tid):
         """The communication operation that completed last in (after, upto], issued on ``tid`` or run on a GPU."""
-        i = bisect.bisect_right(self.done_at, upto) - 1
-        while i >= 0 and self.done_at[i] > after:
-            d = self.done[i]
-            if d["lane"] == "gpu" or d["tid"] in (None, tid):
-                return d
-            i -= 1
-        return None
+        return _latest(self.done, self.done_at, after, upto, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
 
     def latest_other_thread(self, tid, after: int, upto: int):
         """The op of another CPU thread than ``tid`` that ended last in (after, upto]: what an idle thread waited for
         (the autograd engine's thread running backward while the main thread waits in it)."""
-        i = bisect.bisect_right(self.op_ends, upto) - 1
-        while i >= 0 and self.op_ends[i] > after:
-            if self.ops_by_end[i]["tid"] != tid:
-                return self.ops_by_end[i]
-            i -= 1
-        return None
+        return _latest(self.ops_by_end, self.op_ends, after, upto, lambda o: o["tid"] != tid)
 
     def latest_other_end(self, stream, after: int, upto: int):
         """The activity of another stream than ``stream`` that ended last in (after, upto]."""
-        i = bisect.bisect_right(self.act_ends, upto) - 1
-        while i >= 0 and self.act_ends[i] > after:
-            if self.acts_by_end[i]["stream"] != stream:
-                return self.acts_by_end[i]
-            i -= 1
-        return None
+        return _latest(self.acts_by_end, self.act_ends, after, upto, lambda a: a["stream"] != stream)
 
     def latest_gpu_end(self, after: int, upto: int):
-        i = bisect.bisect_right(self.act_ends, upto) - 1
-        return self.acts_by_end[i] if i >= 0 and self.act_ends[i] > after else None
+        return _latest(self.acts_by_end, self.act_ends, after, upto, lambda _: True)
+
+
+def _latest(items: list, ends: list, after: int, upto: int, keep):
+    """The last of ``items`` (sorted by end, ``ends`` their ends) ending in (after, upto] that ``keep`` accepts."""
+    i = bisect.bisect_right(ends, upto) - 1
+    while i >= 0 and ends[i] > after:
+        if keep(items[i]):
+            return items[i]
+        i -= 1
+    return None
 
 
 def _by(items, key) -> dict:
