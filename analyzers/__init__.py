@@ -13,13 +13,17 @@ def analyzers():
     return [import_module(f"{__name__}.{n}") for n in NAMES]
 
 
-def run_checks(con, layout: dict, stated: dict, sources: dict | None = None) -> dict:
-    """{check id: Result}, in report order."""
+def run_checks(con, layout: dict, stated: dict, sources: dict | None = None, path: dict | None = None) -> dict:
+    """{check id: Result}, in report order; ``path``: the run's critical path section, when already found."""
     from traceparse.analyzers.context import Context
     from traceparse.thresholds import check_thresholds
 
     limits = check_thresholds()
-    return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}))
+    if path is None:  # one critical path for all the checks
+        from traceparse.vocabulary.critical_path import critical_path_section
+
+        path = critical_path_section(con)
+    return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}, path))
             for m in analyzers()}
 
 

@@ -13,6 +13,16 @@ class Context:
     stated: dict  # what is given: --layout (degrees, model dims, optimizer) over the traces' plugin metadata
     limits: dict  # this check's table of rules/thresholds.toml
     sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent
+    path: dict | None = None  # the critical path section (traceparse.vocabulary.critical_path), found when first read
+
+    @property
+    def critical_path(self) -> dict:
+        """The run's critical path per step (``critical_path_section``): the document's, or found here once."""
+        if self.path is None:
+            from traceparse.vocabulary.critical_path import critical_path_section
+
+            self.path = critical_path_section(self.con)
+        return self.path
 
     def given(self, key) -> str:
         """Where the given value of ``key`` came from: 'stated' or 'metadata'."""

@@ -14,7 +14,7 @@ from collections import defaultdict
 from traceparse import stats
 from traceparse.units import ms
 
-from traceparse.vocabulary import compute
+from traceparse.vocabulary import compute, critical_path
 from traceparse.analyzers.base import Result, Spec, grade
 from traceparse.status import worst
 
@@ -53,9 +53,11 @@ SPEC = Spec(
         "lateness > 0) or by work (late on average, last more often than chance with last_by_chance_p <= 0.01, "
         "where last_by_chance_p = P(at least that many last arrivals) when each collective makes a member last "
         "with chance 1 / its size (Poisson-binomial), the latest in more than half of its steps, and the most "
-        "compute floor of all ranks, at least warn_max_over_mean x their mean); of several, the one costing "
-        "most. not conclusive: the rank costing most is material or conclusive but not both (straggler_reason "
-        "says which); unknown: no collective matched (straggler_reason says why: no process group known, "
+        "compute floor of all ranks, at least warn_max_over_mean x their mean), and on the critical path: the "
+        "rank the critical path (critical_path) runs through most over the steps (path_share: its share of the "
+        "path; on_path), since the others' waits for it set the step's pace only then; of several, the one "
+        "costing most. not conclusive: the rank costing most is material or conclusive but not both, or both but "
+        "not on the path (straggler_reason says which); unknown: no collective matched (straggler_reason says why: no process group known, "
         "members not loaded, copies that disagree). step_time_test: the slowest rank's step time against the "
         "step-to-step noise (rank_outliers on ProfilerStep durations): its excess_ns and p. Status: the worst of "
         "step time max/mean (graded only when step_time_test's p <= 0.01: in a synchronous job every rank's step "
@@ -64,7 +66,9 @@ SPEC = Spec(
         "PP: stage = position in the pp group, compute per micro-batch = compute per "
         "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
         "[stages] heavy_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage, by the same "
-        "threshold). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
+        "threshold). critical_path: the rank the critical path runs through most over the steps and its share "
+        "(ns on the path / the path's length), and in a pipeline the stage whose ranks it runs through most "
+        "(stage, stage_share). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
     ),
@@ -110,7 +114,9 @@ def run(ctx):
     steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
     busy = compute.mean_per_rank(compute.per_window(ctx))
     floor = compute.floor_per_rank(ctx, busy)
-    arrivals = _arrivals(ctx, steps, floor)
+    path = critical_path.totals(ctx.critical_path)
+    shares = {r: ns / path["length_ns"] for r, ns in path["by_rank"].items()} if path["length_ns"] else {}
+    arrivals = _arrivals(ctx, steps, floor, shares)
     tokens, ep_groups = _ep_tokens(ctx)
     per_rank = [{
         "rank": r,
@@ -139,6 +145,7 @@ def run(ctx):
         **pipeline,
         **ring,
         "heavy_rank": cp_heavy if ring["cp_compute"] else pp_heavy,
+        "critical_path": _on_path(shares, pipeline["pp_stages"]),
         **_experts(tokens, ep_groups),
     }
     findings = _findings(numbers, ctx.limits)
@@ -160,9 +167,25 @@ def _spread(values) -> dict:
     return {"max_over_mean": round(max(vals) / mean, 4), "cv": round(statistics.pstdev(vals) / mean, 4)}
 
 
-def _arrivals(ctx, steps: dict, floor: dict) -> dict:
+def _on_path(shares: dict, stages: list | None) -> dict | None:
+    """The rank the critical path runs through most, over the steps, and its share; in a pipeline, the stage
+    (its ranks' shares summed) too. None without a path."""
+    if not shares:
+        return None
+    rank = max(shares, key=lambda r: (shares[r], -r))
+    out = {"rank": rank, "share": round(shares[rank], 4), "stage": None, "stage_share": None}
+    if stages:
+        by_stage = defaultdict(float)
+        for p in stages:
+            by_stage[p["stage"]] += shares.get(p["rank"], 0)
+        stage = max(by_stage, key=lambda s: (by_stage[s], -s))
+        out.update(stage=stage, stage_share=round(by_stage[stage], 4))
+    return out
+
+
+def _arrivals(ctx, steps: dict, floor: dict, shares: dict) -> dict:
     """Waits and last arrivals per rank from the vocabulary's collective_arrivals, and the straggler verdict
-    (SPEC.definition)."""
+    (SPEC.definition); ``shares``: per rank, its share of the critical path."""
     rows = ctx.rows("""
         SELECT rank, match_key, step, basis, wait_ns, lateness_ns, is_last, len(group_ranks) AS size,
                last_arrival_ns - second_arrival_ns AS lead_ns
@@ -178,7 +201,7 @@ def _arrivals(ctx, steps: dict, floor: dict) -> dict:
                 for (r, s), w in sorted(step_waits.items())]
     matched = len({r["match_key"] for r in rows})
     gaps = _unmatched(ctx)
-    verdict = _straggler(rows, waits, last, steps, floor, ctx.limits)
+    verdict = _straggler(rows, waits, last, steps, floor, ctx.limits, shares)
     if not matched:
         verdict.update(verdict="unknown", rank=None, reason=_unknown_reason(gaps))
     elif verdict["evidence"]:
@@ -218,11 +241,12 @@ def _unknown_reason(gaps: dict) -> str:
     return "no collective could be matched across ranks: " + "; ".join(parts)
 
 
-def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) -> dict:
+def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, shares: dict | None = None) -> dict:
     """``{verdict, rank, reason, evidence}``: the rank the others wait for, judged on how late it arrives
-    against how much arrivals move by chance (traceparse.stats.rank_outliers over steps), and on what it costs
-    the others per step. ``waits``: per rank its waits; ``last``: per rank how often it arrived last.
-    SPEC.definition gives the rule."""
+    against how much arrivals move by chance (traceparse.stats.rank_outliers over steps), on what it costs
+    the others per step, and on whether the critical path runs through it most (``shares``: per rank, its share
+    of the path; empty: no path, not asked). ``waits``: per rank its waits; ``last``: per rank how often it
+    arrived last. SPEC.definition gives the rule."""
     late = defaultdict(lambda: defaultdict(list))  # step -> rank -> lateness at its collectives there
     chance, rank_steps, lost, others_wait = defaultdict(list), defaultdict(set), defaultdict(float), defaultdict(list)
     for r in rows:
@@ -269,6 +293,8 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) 
         }
 
     candidates = {r: evidence(r) for r in seen}
+    shares = shares or {}
+    path_rank = max(shares, key=lambda r: (shares[r], -r)) if shares else None
     work = {r: floor[r] for r in seen if floor.get(r) is not None}
     heaviest = max(work, key=lambda r: (work[r], -r)) if len(work) > 1 and statistics.fmean(work.values()) else None
     for e in candidates.values():
@@ -280,7 +306,9 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) 
                         and e["last_by_chance_p"] <= stats.ALPHA and 2 * e["latest_in_steps"] > e["steps"])
         e["conclusive"] = e["by_arrivals"] or e["by_work"]
         e["material"] = e["lost_share"] is not None and e["lost_share"] >= min_share
-    named = [e for e in candidates.values() if e["conclusive"] and e["material"]]
+        e["path_share"] = round(shares.get(e["rank"], 0), 4) if shares else None
+        e["on_path"] = not shares or e["rank"] == path_rank
+    named = [e for e in candidates.values() if e["conclusive"] and e["material"] and e["on_path"]]
     if named:
         top = max(named, key=lambda e: (e["lost_per_step_ns"], -e["rank"]))
         return {"verdict": "named", "rank": top["rank"], "reason": None, "evidence": top}
@@ -288,6 +316,9 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits) 
     if not (top["conclusive"] or top["material"]):
         return {"verdict": "none", "rank": None, "reason": None, "evidence": top}
     why = []
+    if top["conclusive"] and top["material"]:  # not on the path
+        why.append(f"the critical path runs {shares[path_rank]:.0%} of the steps' time through rank {path_rank} and "
+                   f"{top['path_share']:.0%} through it: the others' waits did not set the step's pace")
     if not top["conclusive"]:
         odds = f"with p = {top['p']:.2g}" if top["p"] is not None else \
             "too often to tell: with one step a one-off delay cannot be told from a steady one"
@@ -431,8 +462,22 @@ def _straggler_finding(n) -> str | None:
         why.append(f"chance gives a rank this late with p = {e['p']:.2g}")
     if e["by_work"]:
         why.append(f"it does the most work ({e['compute_floor_over_mean']:.2f}x the mean compute floor)")
+    if e["path_share"] is not None:
+        why.append(f"the critical path runs {e['path_share']:.0%} of the steps' time through it, more than through "
+                   f"any other rank")
     return (f"Rank {e['rank']} is a straggler: {seen[len(str(e['rank'])) + 6:]}; " + " and ".join(why)
             + ". Look for extra work, a slower device or host, or data it alone loads.")
+
+
+def _stage_on_path(n) -> str:
+    """What the critical path says of the heavy stage: it runs mostly through it, or through another stage."""
+    path = n["critical_path"]
+    if not path or path["stage"] is None:
+        return ""
+    if path["stage"] == n["heavy_stage"]:
+        return f" The critical path runs {path['stage_share']:.0%} of the steps' time through it."
+    return (f" But the critical path runs most through stage {path['stage']} ({path['stage_share']:.0%} of the "
+            f"steps' time): there the step waited longest, whatever the stages' work.")
 
 
 def _findings(n, limits) -> list:
@@ -460,7 +505,7 @@ def _findings(n, limits) -> list:
                    f"fastest, the pipeline stages table's 'compute floor' column; busy time stretches with contention)"
                    + (f" is {ms(per_mb)} per micro-batch," if per_mb is not None else "")
                    + f" {n['heavy_stage_over_mean']:.2f}x the mean stage: the slowest stage sets the pipeline's "
-                   f"pace (docs/parallelism.md 3.2); move layers off it.")
+                   f"pace (docs/parallelism.md 3.2); move layers off it." + _stage_on_path(n))
     if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:
         out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank "
                    f"(compute floor), as a causal mask over contiguous chunks gives later ranks more blocks to attend "

@@ -13,6 +13,7 @@ from traceparse.units import ms
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
 from traceparse.status import worst
 from traceparse.store.query import sql_file
+from traceparse.vocabulary import critical_path
 
 HTA_DEFINITION = (
     "HTA get_comm_comp_overlap: per rank, length of (union of NCCL kernels) intersected with (union of "
@@ -37,7 +38,10 @@ SPEC = Spec(
         "communication not spent waiting that compute hides: the status grades it (a straggler does not make "
         "overlap fail; imbalance names it). per_strategy sums over ranks and windows, with each time also "
         "*_per_step_ns = the sum / the strategy's (rank, step) windows (per rank per step, as the findings "
-        "quote); per_step: per step and strategy, the same per rank, and overlap. per_rank and overall: all communication of a rank together "
+        "quote); critical_path_per_step_ns = the strategy's communication on the run's critical path "
+        "(critical_path.by_strategy summed over its steps) / its steps, and critical_path_share = that / the "
+        "path's length: the part of the exposed time that set the step's pace, the only part whose hiding shortens "
+        "the step, so the advice (a likely cause, the time to win back) concerns it alone. per_step: per step and strategy, the same per rank, and overlap. per_rank and overall: all communication of a rank together "
         "(window_totals: strategies communicating at the same moment count once); per_rank[].comm_ns is the "
         "summary's time in communication. concurrent_ns = sum over strategies - sum over ranks: time two "
         "strategies communicate at once, counted by each. hta_per_rank / hta_overall (GPU ranks only), a "
@@ -158,6 +162,12 @@ def run(ctx):
     }
     tables = {"per_rank": [{"rank": r["rank"], "step": r["step"], "strategy": r["strategy"],
                             **_sums([r])} for r in steps]}
+    path = critical_path.totals(ctx.critical_path)
+    for name, v in per_strategy.items():  # the communication of the strategy that lay on the critical path
+        ns = path["by_strategy"].get(name, 0)
+        steps_on_path = len(ctx.critical_path["steps"])
+        v["critical_path_per_step_ns"] = round(ns / steps_on_path) if steps_on_path else None
+        v["critical_path_share"] = round(ns / path["length_ns"], 4) if path["length_ns"] else None
     status, findings = _grade(ctx.limits, per_strategy, ranking, steps, gpu, lambda s: _cause(s, ctx.layout, fsdp))
     return Result(status=status, numbers=numbers, tables=tables, findings=findings)
 
@@ -170,11 +180,13 @@ def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
     exposed = [f"{s} {ms(v['exposed_per_step_ns'])}"
                + (f" ({ms(v['waiting_per_step_ns'])} waiting for the last peer, {ms(v['exposed_transfer_per_step_ns'])}"
                   f" transfer)" if v["waiting_ns"] else "") + f", {100 * v['overlap']:.0f}% hidden"
+               + (f", {ms(v['critical_path_per_step_ns'])} on the critical path"
+                  if v.get("critical_path_per_step_ns") is not None else "")
                for s in ranking if (v := per_strategy[s])["exposed_ns"] > 0]
     findings = []
     if exposed:
-        findings.append(f"Exposed communication per rank per step, by strategy, largest first (the time overlap "
-                        f"could win back): {'; '.join(exposed)}.")
+        findings.append(f"Exposed communication per rank per step, by strategy, largest first (what overlap could win "
+                        f"back is what lies on the critical path): {'; '.join(exposed)}.")
     for s in ranking:
         v = per_strategy[s]
         if v["overlap"] is None:
@@ -188,10 +200,13 @@ def _grade(limits, per_strategy, ranking, steps, gpu, cause_of):
             statuses.append(st)
             if st != "ok":
                 cpu_p2p = s in ("pp", "cp") and any(r["rank"] not in gpu for r in steps if r["strategy"] == s)
+                off_path = v.get("critical_path_per_step_ns") == 0
+                advice = ("none of it lies on the critical path, so hiding it would not shorten the step" if off_path
+                          else f"likely cause: {INLINE_P2P if cpu_p2p else cause_of(s)}")
                 findings.append(f"{s} transfers are only {100 * v['transfer_overlap']:.0f}% hidden under compute "
                                 f"({ms(v['exposed_transfer_per_step_ns'])} of exposed transfer per rank per step, "
                                 f"waiting for late peers apart), though docs/parallelism.md 4 expects them to overlap;"
-                                f" likely cause: {INLINE_P2P if cpu_p2p else cause_of(s)}.")
+                                f" {advice}.")
         if v["waiting_ns"] and v["waiting_ns"] >= v["exposed_transfer_ns"]:
             findings.append(f"Most of {s}'s exposed communication is waiting for the last member to arrive "
                             f"({ms(v['waiting_per_step_ns'])} per rank per step), not transfer: overlap cannot hide "

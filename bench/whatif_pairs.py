@@ -35,6 +35,11 @@ PAIRS = [
     ("data parallel: ZeRO-3 from DDP", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4"),
     ("tensor parallel: tp4 from tp2", "tp2", "dp=1,tp=4", "", "tp4"),
     ("cross-strategy: dp2 x tp2 (ZeRO-3) from tp4", "tp4", "dp=2,tp=2,zero_stage=3", "params=115328", "dp2_tp2"),
+    ("pipeline: interleaved m = 8 from m = 4", "pp4_interleaved_m4", "microbatches=8", "", "pp4_interleaved_m8"),
+    ("cross-strategy: dp2 x tp2 (ZeRO-3) from DDP on 4", "ddp4", "dp=2,tp=2,zero_stage=3", "", "dp2_tp2"),
+    ("straggler removed: DDP, rank 2 slow", "straggler_ddp4", "--without-straggler", "", "ddp4"),
+    ("straggler removed: dp2 x tp2, rank 3 slow", "straggler_dp2_tp2", "--without-straggler", "", "dp2_tp2"),
+    ("straggler removed: dp2 x tp2, rank 1 slow", "straggler_dp2_tp2_r1", "--without-straggler", "", "dp2_tp2"),
 ]
 NOTES = {"all_reduce": 2, "send": 1, "recv": 0}
 
@@ -78,25 +83,30 @@ def truth_memory(run: str) -> float:
     return params + grads + (k + 1) * 4 * phi / (n if z >= 1 else 1) + (truth_activations(run) or 0)
 
 
-def forecast(run: str, target: str, given: str) -> dict:
+def _folder(run) -> Path:
+    """A fixture run's folder (its name), or the folder given."""
+    return run if isinstance(run, Path) else RUNS / run
+
+
+def forecast(run, target: str, given: str) -> dict:
     from traceparse.document import document
     from traceparse.layout.stated import parse_stated
     from traceparse.load.run import open_run
     from traceparse.whatif import whatif_document
 
     stated = parse_stated(given)
-    wanted = {"balanced": True} if target == "--balanced" else parse_stated(target)
-    with open_run([RUNS / run]) as con:
+    wanted = {target[2:].replace("-", "_"): True} if target.startswith("--") else parse_stated(target)
+    with open_run([_folder(run)]) as con:
         return whatif_document(con, document(con, 10, stated), wanted)
 
 
-def measured_terms(run: str) -> dict:
+def measured_terms(run) -> dict:
     """The target run's measured step and its terms, as whatif reports them for the measured run (measured.py):
     compute, exposed communication per strategy, and the rest (other = step - compute - exposed)."""
     from traceparse.load.run import open_run
     from traceparse.whatif.measured import _times
 
-    with open_run([RUNS / run]) as con:
+    with open_run([_folder(run)]) as con:
         got = _times(con)
     step, compute = got["step_time_ns"]["value"], got["compute_ns"]["value"]
     exposed = {k: f["value"] for k, f in got["exposed_comm_ns"].items()}
@@ -116,9 +126,9 @@ def worst_term(got: dict, truth: dict):
     return name, *known[name]
 
 
-def rows() -> list[dict]:
+def rows(pairs=PAIRS) -> list[dict]:
     out = []
-    for name, run, target, given, truth in PAIRS:
+    for name, run, target, given, truth in pairs:
         got = forecast(run, target, given)["prediction"]
         terms = measured_terms(truth)
         step = terms["step_time_ns"]

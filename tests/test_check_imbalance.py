@@ -190,14 +190,14 @@ def _rows(collectives):
     return rows
 
 
-def _judge(collectives, step_ns=100e6, floor=None):
+def _judge(collectives, step_ns=100e6, floor=None, shares=None):
     ranks = {r for _, a in collectives for r in a}
     rows, waits, last = _rows(collectives), {}, {}
     for r in rows:
         waits.setdefault(r["rank"], []).append(r["wait_ns"])
         last[r["rank"]] = last.get(r["rank"], 0) + r["is_last"]
     return imbalance._straggler(rows, waits, last, dict.fromkeys(ranks, step_ns), floor or dict.fromkeys(ranks, 1.0),
-                                {"warn_straggler_share": 0.05, "warn_max_over_mean": 1.10})
+                                {"warn_straggler_share": 0.05, "warn_max_over_mean": 1.10}, shares)
 
 
 MS = 1_000_000
@@ -216,6 +216,19 @@ def test_straggler_rule_names_a_steady_late_rank():
     # rank and step (4 steps)
     leads = [20 - max(a[0], a[1], a[3]) / MS for _, a in coll]
     assert e["lost_per_step_ns"] == pytest.approx(sum(leads) * 3 / 3 * MS / 4, abs=1)
+
+
+def test_a_late_rank_off_the_critical_path_is_not_named():
+    """The others' waits for a late rank set the step's pace only when the critical path runs through it most:
+    rank 2 late every time, the path mostly through rank 1 (its own work outlasting them): not named, and said why."""
+    jitter = [0, 1, 0.5, 0.2, 0.9, 0.3, 0.7, 0.1]
+    coll = [(k // 2, {0: jitter[k] * MS, 1: jitter[(k + 3) % 8] * MS, 2: 20 * MS, 3: jitter[(k + 5) % 8] * MS})
+            for k in range(8)]
+    on = _judge(coll, shares={0: 0.1, 1: 0.2, 2: 0.6, 3: 0.1})
+    assert on["verdict"] == "named" and on["rank"] == 2 and on["evidence"]["path_share"] == 0.6
+    off = _judge(coll, shares={0: 0.1, 1: 0.6, 2: 0.2, 3: 0.1})
+    assert off["verdict"] == "not conclusive" and off["rank"] is None and not off["evidence"]["on_path"]
+    assert "through rank 1" in off["reason"] and "20% through it" in off["reason"]
 
 
 def test_straggler_rule_two_ranks_two_steps_is_not_conclusive():

@@ -1,4 +1,4 @@
-"""The critical path of each step (the analyze document's ``critical_path``: traceparse/document/critical_path.py
+"""The critical path of each step (the analyze document's ``critical_path``: traceparse/vocabulary/critical_path.py
 over vocabulary/critical_path.sql).
 
 A tiny hand-written two-rank GPU job, every number worked out by hand; then every bundled run: the path's pieces tile
@@ -13,7 +13,7 @@ from traces import step, trace, write, x
 
 from traceparse.document import analyze
 from traceparse.load.run import open_run
-from traceparse.document.critical_path import Walk, critical_path_section
+from traceparse.vocabulary.critical_path import Walk, critical_path_section, totals
 
 US = 1000
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -113,17 +113,20 @@ def test_the_path_is_the_measured_step(path):
 
 
 # runs built with one slow rank or a heavy pipeline stage (their truth.json note says which)
-SLOW = {"straggler_ddp4": 2, "straggler_dp2_tp2": 3, "pp4_1f1b_heavy_m4": 2}
+SLOW = {"straggler_ddp4": 2, "straggler_dp2_tp2": 3, "straggler_dp2_tp2_r1": 1, "pp4_1f1b_heavy_m4": 2}
 
 
 @pytest.mark.parametrize("run,slow", SLOW.items())
 @pytest.mark.slow
 def test_the_path_runs_mostly_through_the_slow_rank(run, slow):
-    cp = analyze([FIXTURE_RUNS / run], use_cache=False)["critical_path"]
-    total = sum(s["length_ns"] for s in cp["steps"])
-    through = {}
-    for s in cp["steps"]:
-        for r, ns in s["by_rank"].items():
-            through[int(r)] = through.get(int(r), 0) + ns
-    assert max(through, key=through.get) == slow
-    assert through[slow] / total > 0.5
+    doc = analyze([FIXTURE_RUNS / run], use_cache=False)
+    path = totals(doc["critical_path"])
+    assert next(iter(path["by_rank"])) == slow
+    assert path["by_rank"][slow] / path["length_ns"] > 0.5
+    # the checks read it: the straggler named (on the path), or the heavy stage the path runs through
+    imbalance = doc["checks"]["imbalance"]
+    assert imbalance["critical_path"]["rank"] == slow
+    if imbalance["pp_stages"]:
+        assert imbalance["critical_path"]["stage"] == imbalance["heavy_stage"]
+    else:
+        assert imbalance["straggler_rank"] == slow and imbalance["straggler"]["on_path"]

@@ -82,11 +82,18 @@ def environ(**more) -> dict:
 
 def analyze(paths, *engine, **env):
     """(exit code, the document or the error line) of ``traceparse analyze --no-cache --format json -q`` run in a
-    process of its own: a Ray driver whose cluster goes away may end its process, which must not be the tests'."""
-    r = subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json", "-q",
-                        *engine, *map(str, paths)], capture_output=True, text=True, timeout=900, env=environ(**env))
+    process of its own: a Ray driver whose cluster goes away may end its process, which must not be the tests'.
+    A driver that Ray's own code ended (its connection to the cluster lost on a loaded machine: exit 1, no line of
+    traceparse's) is run once more, and what it printed is kept for the assertion's message if that fails too."""
+    for attempt in range(2):
+        r = subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", "--no-cache", "--format", "json",
+                            "-q", *engine, *map(str, paths)], capture_output=True, text=True, timeout=900,
+                           env=environ(**env))
+        said = "\n".join(line for line in r.stderr.splitlines() if line.startswith("traceparse: "))
+        if not (r.returncode == 1 and not said and "--engine" in engine and attempt == 0):
+            break
     if r.returncode:
-        return r.returncode, "\n".join(line for line in r.stderr.splitlines() if line.startswith("traceparse: "))
+        return r.returncode, said or r.stderr[-3000:]
     return r.returncode, r.stdout
 
 
@@ -134,7 +141,7 @@ def test_a_rank_that_cannot_be_parsed_is_bad_input(cluster, tmp_path):
     (tmp_path / "rank1.json").write_text('{"traceEvents": 7}')
     code, out = analyze([tmp_path], "--engine", "ray", "--address", cluster)
     local = analyze([tmp_path])
-    assert code == local[0] == 2
+    assert code == local[0] == 2, (out, local)
     assert out == local[1] and len(out.strip().splitlines()) == 1 and str(tmp_path / "rank1.json") in out
 
 

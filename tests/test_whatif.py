@@ -64,7 +64,8 @@ def forecast():
         if (name, target, given) not in done:
             stated = parse_stated(given)
             with open_run([RUNS / name]) as con:
-                wanted = {"balanced": True} if target == "balanced" else parse_stated(target)  # --balanced
+                flag = target in ("balanced", "without_straggler")  # --balanced, --without-straggler
+                wanted = {target: True} if flag else parse_stated(target)
                 done[name, target, given] = whatif_document(con, document(con, 10, stated), wanted)
         return done[name, target, given]
     return run
@@ -195,6 +196,12 @@ PAIRS = [
     ("zero3 from ddp", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4", ("exposed dp", "compute", "other")),
     ("tp4 from tp2", "tp2", "dp=1,tp=4", "", "tp4", ("exposed tp",)),
     ("dp2 x tp2 from tp4", "tp4", "dp=2,tp=2,zero_stage=3", "params=115328", "dp2_tp2", ("exposed dp", "exposed tp")),
+    ("interleaved m8 from m4", "pp4_interleaved_m4", "microbatches=8", "", "pp4_interleaved_m8", ()),
+    ("dp2 x tp2 from ddp4", "ddp4", "dp=2,tp=2,zero_stage=3", "", "dp2_tp2", ("compute", "other", "exposed dp")),
+    ("straggler removed, ddp4", "straggler_ddp4", "without_straggler", "", "ddp4", ()),
+    ("straggler removed, dp2 x tp2 rank 3", "straggler_dp2_tp2", "without_straggler", "", "dp2_tp2",
+     ("compute", "other", "exposed tp")),
+    ("straggler removed, dp2 x tp2 rank 1", "straggler_dp2_tp2_r1", "without_straggler", "", "dp2_tp2", ("compute",)),
 ]
 
 
@@ -224,6 +231,11 @@ PAIR_KINDS = {
     "zero3 from ddp": ("zero3", "data parallel: ZeRO-3 from DDP"),
     "tp4 from tp2": ("tp", "tensor parallel: tp4 from tp2"),
     "dp2 x tp2 from tp4": ("cross", "cross-strategy: dp2 x tp2 (ZeRO-3) from tp4"),
+    "interleaved m8 from m4": ("pp_microbatches", "pipeline: interleaved m = 8 from m = 4"),
+    "dp2 x tp2 from ddp4": ("cross", "cross-strategy: dp2 x tp2 (ZeRO-3) from DDP on 4"),
+    "straggler removed, ddp4": ("straggler", "straggler removed: DDP, rank 2 slow"),
+    "straggler removed, dp2 x tp2 rank 3": ("straggler", "straggler removed: dp2 x tp2, rank 3 slow"),
+    "straggler removed, dp2 x tp2 rank 1": ("straggler", "straggler removed: dp2 x tp2, rank 1 slow"),
 }
 
 
@@ -549,3 +561,23 @@ def test_the_replay_is_the_formula_for_equal_stages_and_more_for_a_heavy_one(for
         heavy = forecast("pp4_1f1b_heavy_m4", f"microbatches={m}")["prediction"]
         assert heavy["bubble_replay"] > heavy["bubble"] == pytest.approx((p - 1) / (m + p - 1))
         assert even["bubble"] == pytest.approx((p - 1) / (m + p - 1))
+
+
+@pytest.mark.slow
+def test_without_straggler_takes_out_what_the_others_lose(forecast):
+    """--without-straggler removes the rank the run was built with (truth.json's straggler_rank), and the step
+    shortens by what each other rank lost per step waiting for it; the compute of the mean rank loses the
+    straggler's excess over the others' mean (straggler.py)."""
+    for run in ("straggler_ddp4", "straggler_dp2_tp2_r1"):
+        doc = forecast(run, "without_straggler")
+        with open_run([RUNS / run]) as con:
+            imbalance = document(con, 10, {})["checks"]["imbalance"]
+        removed = doc["without_straggler"]
+        assert removed["rank"] == truth(run)["imbalance"]["straggler_rank"] == imbalance["straggler_rank"]
+        lost = imbalance["straggler"]["lost_per_step_ns"]
+        assert removed["step_time_ns"] == pytest.approx(doc["measured"]["step_time_ns"]["value"] - lost)
+        compute = {p["rank"]: p["compute_ns"] for p in imbalance["per_rank"]}
+        others = [c for r, c in compute.items() if r != removed["rank"]]
+        excess = compute[removed["rank"]] - sum(others) / len(others)
+        assert removed["compute_ns"] == pytest.approx(doc["measured"]["compute_ns"]["value"] - excess / len(compute))
+        assert doc["forecast_kind"]["kind"] == "straggler"

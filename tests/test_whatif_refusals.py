@@ -153,3 +153,10 @@ def test_no_forecast_term_is_negative(run):
             negative = {k: v for k, v in terms(p) if v is not None and v < 0}
             assert not negative, (run, text, negative)
     assert forecasts >= len(TARGETS) // 2
+
+
+def test_without_straggler_needs_a_named_one(cli):
+    """A run whose imbalance check names no straggler has none to remove: one line with the check's reason."""
+    refused(cli("whatif", RUNS / "ddp4", "--without-straggler"), "--without-straggler: the run has no named straggler")
+    code, _, err = cli("whatif", RUNS / "ddp4", "--without-straggler", "--sweep")
+    assert code == 2 and "--sweep" in err

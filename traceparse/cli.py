@@ -368,12 +368,15 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
               "ranked by predicted step time, with the reason each excluded one was.")
 @click.option("--balanced", is_flag=True, help="With a pipeline: the stages compute equally (the heaviest stage's "
               "layers spread over the others) instead of at the pace of the slowest.")
+@click.option("--without-straggler", is_flag=True, help="The run without its named straggler's cost (what the others "
+              "lose waiting for it), alone or with --layout.")
 @click.option("--device-memory", type=click.FloatRange(min=0, min_open=True), callback=_finite, metavar="GIB",
               help="With --sweep: exclude layouts whose memory per device exceeds GIB.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
               help="html: one offline page, the forecast (or the sweep's ranking) charted above the text.")
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of standard output.")
-def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, device_memory, fmt, output):
+def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, without_straggler, device_memory,
+           fmt, output):
     """Forecast the step time, bubble, bytes and memory of another layout of the run in PATHS (--layout), or rank
     every layout of its world size (--sweep)."""
     from traceparse.document import TOP, analyze_document
@@ -382,12 +385,13 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
     from traceparse.render.whatif import render_sweep, render_whatif, render_whatif_html
     from traceparse.whatif import sweep_document, whatif_document
 
-    if bool(target or balanced) == do_sweep:
-        raise click.UsageError("give either --layout TARGET (or --balanced) or --sweep")
+    if bool(target or balanced or without_straggler) == do_sweep:
+        raise click.UsageError("give either --layout TARGET (or --balanced, --without-straggler) or --sweep")
     if device_memory is not None and not do_sweep:
         raise click.UsageError("--device-memory is read by --sweep only")
     _check_output(output, paths, db)
-    stated, wanted = parse_stated(given, "--given"), {**parse_stated(target), "balanced": balanced}
+    stated = parse_stated(given, "--given")
+    wanted = {**parse_stated(target), "balanced": balanced, "without_straggler": without_straggler}
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = analyze_document(con, TOP, stated, not no_cache)  # analyze's default: the same kept document
         known = given_values(con, stated)[0]

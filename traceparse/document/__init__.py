@@ -10,7 +10,7 @@ import json
 
 from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
-from traceparse.document.critical_path import critical_path_section
+from traceparse.vocabulary.critical_path import critical_path_section
 from traceparse.document.gpu import gpu_section
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
@@ -58,7 +58,8 @@ def document(con, top=10, stated=None) -> dict:
     from traceparse.analyzers import run_checks
 
     lay, values, sources = _layout_sections(con, stated or {})
-    checks = run_checks(con, lay["layout"], values, sources)
+    path = critical_path_section(con)
+    checks = run_checks(con, lay["layout"], values, sources, path)
     return _plain({
         "version": VERSION,
         "run": run_info(con),
@@ -69,7 +70,7 @@ def document(con, top=10, stated=None) -> dict:
         "checks": {cid: r.document() for cid, r in checks.items()},
         "summary": summary(con, top),
         "gpu": gpu_section(con),
-        "critical_path": critical_path_section(con),
+        "critical_path": path,
         "timeline": timeline(con),
     })
 

@@ -120,7 +120,10 @@ METRICS = {
         "lane of one rank (a CPU thread, a GPU stream) and asks what the lane was waiting for. A CPU thread in a "
         "communication call waits for its own operation; in a wait, or in a gap between its ops (a wait the profiler "
         "records no op for), for the latest completion of an operation it issued, else (a gap) for the op of another "
-        "thread of the rank that ended last in it (the autograd engine's thread running backward); in a "
+        "thread of the rank that ended last in it (the autograd engine's thread running backward); inside an op, "
+        "between its children (its own time: a CPU-only rank's wait with no op of its own, such as a gloo Work's "
+        "wait inside FSDP's hooks), for the latest completion of an operation it issued that another rank released, "
+        "from where that stretch of own time began; in a "
         "synchronization, for the GPU activity that ended last. A communication operation's transfer is on the path from the moment it was "
         "released (the last member of a collective arrived, at its execution; a send and its matched receive both "
         "arrived, at their calls) to its completion; before that it waited for a late peer, and the path goes on "
@@ -130,9 +133,11 @@ METRICS = {
         "(a transfer, or a call's own time, per strategy), host (a GPU rank's CPU work), launch (from a launch call "
         "to its start on the GPU), idle (a CPU thread in no recorded op and waiting for nothing), device (a GPU "
         "activity queued on a dependency, memcpy/memset), other (the walk's guard). Waiting for a late peer is never "
-        "on the path: the path follows the peer instead. Limits: a wait inside an op whose wait records no child op "
-        "(a gloo Work's wait inside FSDP's post-backward callback) counts as that op's own time; cross-stream GPU "
-        "dependencies (events) count as device",
+        "on the path: the path follows the peer instead. Limits: an op's own time in which an operation of its "
+        "thread completes counts as a wait even when the thread did Python work there; cross-stream GPU "
+        "dependencies (events) count as device. The checks read it: imbalance names a straggler only where the path "
+        "runs through it most, and reports the rank and pipeline stage the path runs through most; overlap reports "
+        "each strategy's communication on the path and gives its advice for that communication alone",
         "per step: length_ns = the window's length = the sum of the pieces (covered_ns); by_cause, by_strategy "
         "(communication), by_rank: ns on the path; top: its longest pieces (rank, lane, cause, name, share = "
         "dur_ns / length_ns); segments: consecutive pieces of one rank and cause merged, for the timeline",

@@ -119,7 +119,8 @@ def _run(ray, jobs, where, report, limit):
         return ray.get(refs)
     except BaseException:
         for ref in refs:
-            ray.cancel(ref, force=True)
+            with contextlib.suppress(Exception):  # a task already ended: the load's own error is the one to tell
+                ray.cancel(ref, force=True)
         raise
 
 

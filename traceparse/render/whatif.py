@@ -42,7 +42,11 @@ def _kind_lines(doc: dict) -> list[str]:
 
 def render_whatif(doc: dict) -> str:
     t, p, m = doc["target"], doc["prediction"], doc["measured"]
-    lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{', stages balanced' if t.get('balanced') else ''})",
+    removed = doc.get("without_straggler")
+    also = (", stages balanced" if t.get("balanced") else "") + (
+        f", without straggler rank {removed['rank']}: {_ms(removed['lost_per_step_ns'])} less per step"
+        if removed else "")
+    lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{also})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
              *_kind_lines(doc),
              f"  how: {doc['how']['step_time']}",

@@ -10,6 +10,7 @@ from traceparse.errors import TraceError
 from traceparse.whatif.forecast import forecast
 from traceparse.whatif.measured import layout, measured, model_layers
 from traceparse.whatif.reliability import kind, remedy
+from traceparse.whatif.straggler import without_straggler
 from traceparse.whatif.sweep import bounds, excluded, restated, sweep
 
 VERSION = 1
@@ -21,13 +22,15 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
     by default the metadata in ``doc``) is refused (TraceError) with the sweep's reason, unless the measured
     layout is excluded for that same reason (the run shows such a layout runs, e.g. 5 layers on 4 stages)."""
     facts = measured(con, doc)
-    got = forecast(facts, target)
+    start = without_straggler(facts, doc) if target.get("without_straggler") else facts
+    got = forecast(start, target)
     facts_b = bounds(doc["metadata"]["values"] if given is None else given)
     why = excluded(got["target"], facts_b, got["inputs"]["layers"]["value"],
                    got["prediction"]["memory_per_device_bytes"])
     if why and why != excluded(layout(facts), facts_b, model_layers(facts), None):
         raise TraceError(None, f"--layout: {why} (whatif --sweep excludes this layout)")
     return {"version": VERSION, "run": doc["run"], "measured": facts, **got,
+            "without_straggler": start["straggler_removed"]["value"] if start is not facts else None,
             "forecast_kind": kind(restated(facts), got["target"], model_layers(facts)),
             "remedy": remedy(got["prediction"], got["how"])}
 

@@ -67,6 +67,7 @@ def target_layout(m: dict, given: dict) -> dict:
     _bounded(t)
     t["layers"] = given.get("layers")
     t["balanced"] = bool(given.get("balanced"))
+    t["without_straggler"] = bool(given.get("without_straggler"))
     return t
 
 

@@ -29,13 +29,19 @@ KINDS = {
                  [("pipeline: the heavy stage split (--balanced; truth: the balanced 4-layer run)", -0.02)], None),
     "pp_microbatches": ("a pipeline's micro-batches m (same schedule and N_PP)",
                         [("pipeline: GPipe m = 8 from m = 4", -0.03), ("pipeline: 1F1B m = 8 from m = 4", -0.31),
-                         ("pipeline memory: GPipe m = 8 from m = 4 (memory events)", 0.22)],
+                         ("pipeline memory: GPipe m = 8 from m = 4 (memory events)", 0.22),
+                         ("pipeline: interleaved m = 8 from m = 4", -0.08)],
                         "exposed pp and other: the waits of send/recv with more transfers in flight, and the "
                         "Python time per action, do not scale with the actions"),
     "pp_schedule": ("a pipeline's schedule or virtual stages (same N_PP; m and layers may change too)",
                     [("pipeline: interleaved v = 2 from 1F1B (8 layers)", -0.60),
                      ("pipeline memory: 1F1B m = 8 from GPipe m = 4 (memory events)", 0.09)],
                     "exposed pp: the waits of a blocking send/recv grow with the transfers in flight"),
+    "straggler": ("the named straggler brought to the others' pace (--without-straggler)",
+                  [("straggler removed: DDP, rank 2 slow", 0.13), ("straggler removed: dp2 x tp2, rank 3 slow", 1.22),
+                   ("straggler removed: dp2 x tp2, rank 1 slow", 0.29)],
+                  "compute: on a host with fewer cores than ranks the straggler's extra work slowed the others' "
+                  "compute too, and the run without it (generated at another time) ran on a less loaded host"),
     "zero1": ("the ZeRO stage 0 -> 1 (same N_DP)", [("data parallel: ZeRO-1 from DDP", -0.24)],
               "exposed dp: a collective's fixed latency per operation, which bytes do not show"),
     "zero2": ("the ZeRO stage 0 -> 2 (same N_DP)", [("data parallel: ZeRO-2 from DDP", -0.62)],
@@ -46,7 +52,8 @@ KINDS = {
            "exposed tp: a collective's fixed latency per call, which bytes do not show"),
     # several changes at once: its error is the worst of this pair's and each change's own (kind), unknown where a
     # change has no validation pair
-    "cross": ("several changes at once", [("cross-strategy: dp2 x tp2 (ZeRO-3) from tp4", 0.80)],
+    "cross": ("several changes at once", [("cross-strategy: dp2 x tp2 (ZeRO-3) from tp4", 0.80),
+                                          ("cross-strategy: dp2 x tp2 (ZeRO-3) from DDP on 4", -0.82)],
               "exposed dp and tp: a collective's latency per operation (tp4's over 4 processes cost 14x those over 2)"),
     # no validation pair: the error is unknown
     "pp": ("a pipeline introduced, removed or re-split (N_PP)", [], None),
@@ -69,7 +76,7 @@ def worst(kind: str):
 def changes(s: dict, t: dict, layers_s=None) -> list[str]:
     """The kinds of change from the measured layout ``s`` (``forecast.target_layout(measured, {})``: the measured
     layout re-stated, defaults filled as a target's) to the target ``t`` (``forecast.target_layout``; its
-    ``layers``, ``balanced``); ``layers_s``: the measured model's layers."""
+    ``layers``, ``balanced``, ``without_straggler``); ``layers_s``: the measured model's layers."""
     out = [k for k in MODEL_AXES + ("ep",) if t[k] != s[k]]
     if t["zero_stage"] != s["zero_stage"]:
         out.append(f"zero{t['zero_stage']}" if s["zero_stage"] == 0 else "zero_other")
@@ -88,6 +95,8 @@ def changes(s: dict, t: dict, layers_s=None) -> list[str]:
         out.append("layers")
     if t.get("balanced"):
         out.append("balanced")
+    if t.get("without_straggler"):
+        out.append("straggler")
     return out
 
 

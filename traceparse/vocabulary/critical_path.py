@@ -28,13 +28,15 @@ from traceparse.store.query import rows, sql_file
 MAX_HOPS = 200_000  # a guard: a step's path takes a few hops per operation
 STILL = 1_000  # a guard: hops at one moment (zero-length activities) before the rest is left unexplained
 TOP = 5  # the longest pieces a step names
+SCAN = 10_000  # a guard: events looked at back from a moment for the op holding it
 
 
 class Rank:
     """One rank's lanes, loaded once when the path first reaches it."""
 
     def __init__(self, con, rank: int):
-        self.rank = rank
+        self.rank, self.con = rank, con
+        self.nested = None  # per CPU thread, all its events by start: read when first needed (self_gap)
         self.main = con.execute("SELECT tid FROM main_threads WHERE rank = ?", [rank]).fetchone()
         self.main = self.main[0] if self.main else None
         self.blocking = _by(rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e", [rank]), "tid")
@@ -62,6 +64,34 @@ class Rank:
     def latest_done(self, after: int, upto: int, tid):
         """The communication operation that completed last in (after, upto], issued on ``tid`` or run on a GPU."""
         return _latest(self.done, self.done_at, after, upto, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
+
+    def self_gap(self, tid, t: int):
+        """(start, end) of the stretch around ``t`` that thread ``tid`` spent in an op's own time, between that op's
+        children (an op with none is its own work: None); None too where no op holds ``t``."""
+        if self.nested is None:
+            self.nested = _by(rows(self.con, "SELECT tid, s, e FROM cp_cpu_events(?) ORDER BY s, e DESC",
+                                   [self.rank]), "tid")
+            self.nested_starts = {k: [o["s"] for o in v] for k, v in self.nested.items()}
+        evs, starts = self.nested.get(tid, []), self.nested_starts.get(tid, [])
+        i = bisect.bisect_right(starts, t) - 1
+        holder = None  # the innermost event holding t: the latest to start among those that do
+        for j in range(i, max(i - SCAN, -1), -1):  # back over the siblings that ended before t, to its holder
+            if evs[j]["s"] < t < evs[j]["e"]:
+                holder = j
+                break
+        if holder is None:
+            return None
+        op, lo, hi, children = evs[holder], evs[holder]["s"], evs[holder]["e"], False
+        for c in evs[holder + 1:]:
+            if c["s"] >= op["e"]:
+                break
+            children = True
+            if c["e"] <= t:
+                lo = max(lo, c["e"])
+            elif c["s"] >= t:
+                hi = min(hi, c["s"])
+                break
+        return (lo, hi) if children else None
 
     def latest_other_thread(self, tid, after: int, upto: int):
         """The op of another CPU thread than ``tid`` that ended last in (after, upto]: what an idle thread waited for
@@ -154,6 +184,11 @@ class Walk:
     def cpu_step(self, rk: Rank, tid, t: int):
         blocks = rk.blocking.get(tid, [])
         b = _before(blocks, [x["s"] for x in blocks], t)
+        waited = self.waited_inside(rk, tid, b["e"] if b else self.start, t)
+        if waited is not None:
+            done, since = waited
+            self.cpu_work(rk, tid, done["done_ns"], t)
+            return self.transfer(rk, done, since, f"cpu {tid}", tid)
         if b is None:
             self.cpu_work(rk, tid, self.start, t)
             return "cpu", rk.rank, tid, self.start
@@ -185,6 +220,18 @@ class Walk:
         if done["lane"] == "gpu" and done["stream"] is not None:
             return "gpu", rk.rank, done["stream"], done["done_ns"]
         return self.transfer(rk, done, b["s"], f"cpu {tid}", tid)
+
+    def waited_inside(self, rk: Rank, tid, after: int, upto: int):
+        """(the operation, the moment the wait began) when CPU thread ``tid`` of a CPU-only rank waited inside an op
+        in (after, upto] for an operation it issued, with no op recorded for the wait (a gloo Work's wait inside a
+        framework's hook): the latest such completion falls in that op's own time between its children, and was
+        released by another rank; the wait began where that stretch of own time did. None otherwise."""
+        if rk.gpu:
+            return None
+        done = _latest(rk.done, rk.done_at, after, upto,
+                       lambda d: d["lane"] == "cpu" and d["tid"] == tid and d["released_by"] != rk.rank)
+        gap = rk.self_gap(tid, done["done_ns"]) if done is not None else None
+        return None if gap is None else (done, max(gap[0], after))
 
     def transfer(self, rk: Rank, done: dict, floor: int, lane: str, tid):
         """The transfer of ``done`` back to the moment it was released (not before ``floor``), then the releasing
@@ -264,21 +311,27 @@ def critical_path_section(con) -> dict:
     return {"status": "ok", "steps": out, "findings": _findings(out)}
 
 
+def totals(section: dict) -> dict:
+    """The path over all its steps: ``{length_ns, by_rank: {rank (int): ns}, by_cause, by_strategy}``, each
+    ordered largest first (ties: the lower rank or name); what the checks read of it."""
+    sums = {"by_rank": defaultdict(int), "by_cause": defaultdict(int), "by_strategy": defaultdict(int)}
+    for s in section.get("steps", []):
+        for key, acc in sums.items():
+            for k, ns in s[key].items():
+                acc[int(k) if key == "by_rank" else k] += ns
+    return {"length_ns": sum(s["length_ns"] for s in section.get("steps", [])),
+            **{key: _ordered(acc) for key, acc in sums.items()}}
+
+
 def _findings(steps: list[dict]) -> list[str]:
     """The rank the path runs through most, over the steps, and the longest piece of the path."""
-    total = sum(s["length_ns"] for s in steps)
+    t = totals({"steps": steps})
+    total = t["length_ns"]
     if not total:
         return []
-    ranks = defaultdict(int)
-    for s in steps:
-        for r, ns in s["by_rank"].items():
-            ranks[r] += ns
-    rank, ns = max(ranks.items(), key=lambda kv: (kv[1], -int(kv[0])))
-    causes = defaultdict(int)
-    for s in steps:
-        for c, v in s["by_cause"].items():
-            causes[c] += v
-    cause = max(causes, key=lambda c: causes[c])
+    ranks, causes = t["by_rank"], t["by_cause"]
+    rank, ns = next(iter(ranks.items()))
+    cause = next(iter(causes))
     top = max((p for s in steps for p in s["top"]), key=lambda p: p["share"] or 0)
     what = f" `{top['name']}`" if top["name"] else ""
     return [f"the critical path runs {ns / total:.0%} of the steps' time through rank {rank} ({len(ranks)} "
@@ -330,4 +383,4 @@ def _shown(p: dict, step, length: int) -> dict:
 
 
 def _ordered(d: dict) -> dict:
-    return {k: d[k] for k in sorted(d, key=lambda k: (-d[k], str(k)))}
+    return {k: d[k] for k in sorted(d, key=lambda k: (-d[k], k if isinstance(k, int) else str(k)))}

@@ -1,0 +1,64 @@
+"""The measured run as it would have been without its straggler (``whatif --without-straggler``).
+
+The imbalance check names a straggler when it arrives late beyond chance, costs the others a material share of the
+step, and the critical path runs through it most (analyzers/imbalance.py). Its cost is what each other rank loses
+per step waiting for it (``straggler.lost_per_step_ns``: at each collective it arrived last at, its arrival less
+the next latest member's, per other rank and step). Brought to the others' pace, the step shortens by that much:
+the others no longer wait, and the straggler no longer works longer than they do. The terms follow:
+
+- step: the measured step - the loss;
+- compute (mean over ranks): the straggler's compute replaced by the others' mean;
+- exposed communication: each other rank's waits shorten by the loss, so the mean over ranks by the loss x (N - 1)
+  / N, taken from each strategy in proportion to its waits for a late peer (overlap.per_strategy.waiting_ns);
+- other: the rest, as in any forecast (step - compute - exposed).
+
+The target layout is then forecast from these facts as from any measured run (``forecast.forecast``); a pipeline's
+per-action overhead is calibrated again on the shorter step.
+"""
+
+from traceparse.errors import TraceError
+from traceparse.layout.model_facts import fact
+from traceparse.whatif.measured import layout
+from traceparse.whatif.pipeline import calibrated_overhead
+
+
+def without_straggler(m: dict, doc: dict) -> dict:
+    """The facts ``m`` (measured.measured) with the named straggler's cost taken out; TraceError where the run has
+    no named straggler (the imbalance check's reason said)."""
+    imbalance = doc["checks"]["imbalance"]
+    if imbalance.get("straggler_verdict") != "named":
+        why = imbalance.get("straggler_reason") or imbalance.get("straggler_verdict") or "no imbalance check"
+        raise TraceError(None, f"--without-straggler: the run has no named straggler ({why})")
+    e, per_rank = imbalance["straggler"], imbalance["per_rank"]
+    lost, rank, n = e["lost_per_step_ns"], e["rank"], len(per_rank)
+    step, compute = m["step_time_ns"]["value"], m["compute_ns"]["value"]
+    if step is None or compute is None or n < 2:
+        raise TraceError(None, "--without-straggler: the run has no profiled step windows")
+    own = next(p["compute_ns"] for p in per_rank if p["rank"] == rank) or 0
+    others = [p["compute_ns"] or 0 for p in per_rank if p["rank"] != rank]
+    mean_others = sum(others) / len(others)
+    waits = {s: v["waiting_ns"] for s, v in (doc["checks"]["overlap"].get("per_strategy") or {}).items()
+             if v.get("waiting_ns")}
+    drop = lost * (n - 1) / n
+    out = dict(m)
+    src = f"without straggler rank {rank}"
+    out["step_time_ns"] = fact(step - lost, f"{m['step_time_ns']['source']}, less the {lost / 1e6:.3g} ms each "
+                                            f"other rank lost per step waiting for straggler rank {rank} "
+                                            "(imbalance.straggler.lost_per_step_ns)")
+    out["compute_ns"] = fact(compute - (own - mean_others) / n,
+                             f"{m['compute_ns']['source']}, {src}: its compute ({own / 1e6:.3g} ms) replaced by the "
+                             f"others' mean ({mean_others / 1e6:.3g} ms)")
+    total = sum(waits.values())
+    out["exposed_comm_ns"] = {
+        s: fact(max(0.0, f["value"] - drop * waits.get(s, 0) / total) if total and f["value"] is not None
+                else f["value"], f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the "
+                                 "strategy's waits for a late peer (overlap.per_strategy.waiting_ns)")
+        for s, f in m["exposed_comm_ns"].items()}
+    out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "step_time_ns": step - lost,
+                                     "compute_ns": out["compute_ns"]["value"],
+                                     "exposed_comm_ns": {s: f["value"] for s, f in out["exposed_comm_ns"].items()}},
+                                    "imbalance.straggler: the named straggler and what each other rank loses per "
+                                    "step waiting for it; the run's step, compute and exposed communication without "
+                                    "it")
+    out["action_overhead_ns"] = calibrated_overhead(out, layout(out))  # a pipeline's, on the shorter step
+    return out
