@@ -455,7 +455,7 @@ def test_an_unknown_step_names_what_would_make_it_forecastable():
 
 def test_whatif_needs_a_layout_or_sweep():
     got = CliRunner().invoke(main, ["whatif", str(RUNS / "ddp4")])
-    assert got.exit_code == 2 and "either --layout TARGET (or --balanced) or --sweep" in got.output
+    assert got.exit_code == 2 and "either --layout TARGET (or --balanced, --without-straggler) or --sweep" in got.output
 
 
 @pytest.mark.slow
