@@ -53,7 +53,10 @@ SPEC = Spec(
         "lateness > 0) or by work (late on average, last more often than chance with last_by_chance_p <= 0.01, "
         "where last_by_chance_p = P(at least that many last arrivals) when each collective makes a member last "
         "with chance 1 / its size (Poisson-binomial), the latest in more than half of its steps, and the most "
-        "compute floor of all ranks, at least warn_max_over_mean x their mean), and on the critical path: the "
+        "compute floor of all ranks, at least warn_max_over_mean x their mean) or by work and path (too few "
+        "collectives for chance to tell, e.g. one a step over two steps: late on average, the latest in more than "
+        "half of its steps, the most compute floor, at least warn_max_over_mean x the mean, and the rank the "
+        "critical path runs through most), and on the critical path: the "
         "rank the critical path (critical_path) runs through most over the steps (path_share: its share of the "
         "path; on_path), since the others' waits for it set the step's pace only then; of several, the one "
         "costing most. not conclusive: the rank costing most is material or conclusive but not both, or both but "
@@ -298,13 +301,19 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
     work = {r: floor[r] for r in seen if floor.get(r) is not None}
     heaviest = max(work, key=lambda r: (work[r], -r)) if len(work) > 1 and statistics.fmean(work.values()) else None
     for e in candidates.values():
-        late_more = e["lateness_ns"] is not None and e["lateness_ns"] > 0 and e["last_fraction"] > e["chance_fraction"]
+        late_ahead = e["lateness_ns"] is not None and e["lateness_ns"] > 0
+        late_more = late_ahead and e["last_fraction"] > e["chance_fraction"]
         e["compute_floor_over_mean"] = round(work[e["rank"]] / statistics.fmean(work.values()), 4) \
             if heaviest is not None and e["rank"] in work else None
         e["by_arrivals"] = e["p"] is not None and e["p"] <= stats.ALPHA and e["lateness_ns"] > 0
         e["by_work"] = (late_more and e["rank"] == heaviest and e["compute_floor_over_mean"] >= stands_out
                         and e["last_by_chance_p"] <= stats.ALPHA and 2 * e["latest_in_steps"] > e["steps"])
-        e["conclusive"] = e["by_arrivals"] or e["by_work"]
+        # the work, and the critical path through it, where arrivals alone are too few to tell (one collective a
+        # step over two steps cannot be last beyond chance): the heaviest rank, latest in most of its steps, that
+        # the path runs through most
+        e["by_path"] = (bool(shares) and e["rank"] == path_rank and e["rank"] == heaviest and late_ahead
+                        and e["compute_floor_over_mean"] >= stands_out and 2 * e["latest_in_steps"] > e["steps"])
+        e["conclusive"] = e["by_arrivals"] or e["by_work"] or e["by_path"]
         e["material"] = e["lost_share"] is not None and e["lost_share"] >= min_share
         e["path_share"] = round(shares.get(e["rank"], 0), 4) if shares else None
         e["on_path"] = not shares or e["rank"] == path_rank
@@ -460,7 +469,7 @@ def _straggler_finding(n) -> str | None:
     why = []
     if e["by_arrivals"]:
         why.append(f"chance gives a rank this late with p = {e['p']:.2g}")
-    if e["by_work"]:
+    if e["by_work"] or e["by_path"]:
         why.append(f"it does the most work ({e['compute_floor_over_mean']:.2f}x the mean compute floor)")
     if e["path_share"] is not None:
         why.append(f"the critical path runs {e['path_share']:.0%} of the steps' time through it, more than through "

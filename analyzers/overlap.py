@@ -162,11 +162,10 @@ def run(ctx):
     }
     tables = {"per_rank": [{"rank": r["rank"], "step": r["step"], "strategy": r["strategy"],
                             **_sums([r])} for r in steps]}
-    path = critical_path.totals(ctx.critical_path)
+    path, path_steps = critical_path.totals(ctx.critical_path), len(ctx.critical_path["steps"])
     for name, v in per_strategy.items():  # the communication of the strategy that lay on the critical path
         ns = path["by_strategy"].get(name, 0)
-        steps_on_path = len(ctx.critical_path["steps"])
-        v["critical_path_per_step_ns"] = round(ns / steps_on_path) if steps_on_path else None
+        v["critical_path_per_step_ns"] = round(ns / path_steps) if path_steps else None
         v["critical_path_share"] = round(ns / path["length_ns"], 4) if path["length_ns"] else None
     status, findings = _grade(ctx.limits, per_strategy, ranking, steps, gpu, lambda s: _cause(s, ctx.layout, fsdp))
     return Result(status=status, numbers=numbers, tables=tables, findings=findings)

@@ -2,7 +2,7 @@
 
     python bench/whatif_repeats.py                       # the default pairs, 3 repeats (about 15 minutes on 2 cores)
     python bench/whatif_repeats.py --repeats 5 --only "straggler removed" 1F1B
-    python bench/whatif_repeats.py --out DIR --keep      # keep the generated runs in DIR
+    python bench/whatif_repeats.py --out DIR --keep      # keep the generated runs in DIR (and use them again)
 
 Each repeat generates, one after the other, the measured run and the target run of every pair chosen
 (``python -m fixtures.generate``: real multi-process gloo jobs), so the two runs of a pair see the same host. Per
@@ -13,7 +13,10 @@ pair it prints:
 - the noise floor: the median, over pairs of repeats i != j, of |target_i / target_j - 1|, what the target run's own
   repeat misses it by. A forecast cannot be validated to better than that: a pair whose error is within it is as
   right as these runs can tell;
-- the bundled pair's error (bench/whatif_pairs.py, the committed fixture runs), for comparison.
+- the bundled pair's error (bench/whatif_pairs.py, the committed fixture runs), for comparison;
+- each forecast refused, with its reason (a straggler not named on a repeat).
+
+With ``--out DIR`` the runs already in DIR are used again: a kept campaign can be read again without generating.
 """
 
 import argparse
@@ -29,13 +32,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import whatif_pairs  # noqa: E402 -- bench/ is no package
 
+from traceparse.errors import TraceError  # noqa: E402
+
 DEFAULT = ("pipeline: 1F1B m = 8 from m = 4", "pipeline: interleaved v = 2 from 1F1B (8 layers)",
            "data parallel: ZeRO-1 from DDP", "tensor parallel: tp4 from tp2",
            "straggler removed: DDP, rank 2 slow", "straggler removed: dp2 x tp2, rank 1 slow")
 
 
 def generate(configs: list[str], out: Path) -> None:
+    """Each configuration's run into ``out``, but for those already there (a kept campaign run again)."""
     for name in configs:
+        if (out / name / "truth.json").is_file():
+            continue
         subprocess.run([sys.executable, "-m", "fixtures.generate", "--config", name, "--out", str(out)], cwd=ROOT,
                        check=True, capture_output=True)
 
@@ -48,12 +56,17 @@ def pair_rows(pairs, repeats: int, out: Path) -> list[dict]:
     rows = []
     for name, run, target, given, truth in pairs:
         steps = [whatif_pairs.measured_terms(out / f"rep{r}" / truth)["step_time_ns"] for r in range(repeats)]
-        errors = []
+        errors, refused = [], []
         for r in range(repeats):
-            got = whatif_pairs.forecast(out / f"rep{r}" / run, target, given)["prediction"]["step_time_ns"]
+            try:
+                got = whatif_pairs.forecast(out / f"rep{r}" / run, target, given)["prediction"]["step_time_ns"]
+            except TraceError as e:  # e.g. --without-straggler on a repeat whose straggler is not named
+                got = None
+                refused.append(f"repeat {r + 1}: {e}")
             errors.append(None if got is None else got / steps[r] - 1)
         floor = statistics.median(abs(a / b - 1) for a, b in itertools.permutations(steps, 2)) if repeats > 1 else None
-        rows.append({"pair": name, "errors": errors, "target_steps_ns": steps, "noise_floor": floor})
+        rows.append({"pair": name, "errors": errors, "target_steps_ns": steps, "noise_floor": floor,
+                     "refused": refused})
     return rows
 
 
@@ -83,6 +96,9 @@ def main():
         print(f"| {r['pair']} | {', '.join('?' if e is None else f'{e:+.0%}' for e in r['errors'])} | {med} | "
               f"{', '.join(f'{s / 1e6:.1f}' for s in r['target_steps_ns'])} | {floor} | "
               f"{'?' if b is None else f'{b:+.0%}'} |")
+    for r in rows:
+        for why in r["refused"]:
+            print(f"- {r['pair']}, {why}")
 
 
 if __name__ == "__main__":

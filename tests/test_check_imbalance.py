@@ -231,6 +231,20 @@ def test_a_late_rank_off_the_critical_path_is_not_named():
     assert "through rank 1" in off["reason"] and "20% through it" in off["reason"]
 
 
+def test_a_heavy_late_rank_on_the_path_is_named_with_few_collectives():
+    """One collective a step over two steps: no rank can be last beyond chance (p >= 1/16 for 4 ranks), nor late
+    beyond it (df = 3). The rank that does the most work (compute floor), is the latest in both steps and carries
+    the critical path is named (by work and path); off the path, or with even work, it is not."""
+    coll = [(0, {0: 0, 1: 0.4 * MS, 2: 9 * MS, 3: 0.2 * MS}), (1, {0: 0.3 * MS, 1: 0, 2: 4 * MS, 3: 0.6 * MS})]
+    heavy = {0: 1.0, 1: 1.0, 2: 7.0, 3: 1.0}
+    alone = _judge(coll, step_ns=50 * MS, floor=heavy)
+    assert alone["verdict"] == "not conclusive" and not alone["evidence"]["by_work"]
+    v = _judge(coll, step_ns=50 * MS, floor=heavy, shares={0: 0.2, 1: 0.1, 2: 0.6, 3: 0.1})
+    assert v["verdict"] == "named" and v["rank"] == 2 and v["evidence"]["by_path"]
+    assert _judge(coll, step_ns=50 * MS, floor=heavy, shares={0: 0.6, 1: 0.1, 2: 0.2, 3: 0.1})["rank"] is None
+    assert _judge(coll, step_ns=50 * MS, shares={0: 0.2, 1: 0.1, 2: 0.6, 3: 0.1})["rank"] is None
+
+
 def test_straggler_rule_two_ranks_two_steps_is_not_conclusive():
     # the loaded-host 2-rank DDP window: rank 0 last at all four collectives by 3-6 ms, ~120 ms steps
     coll = [(0, {0: 3 * MS, 1: 0}), (0, {0: 4 * MS, 1: 0}), (1, {0: 6 * MS, 1: 0}), (1, {0: 5 * MS, 1: 0})]

@@ -9,6 +9,9 @@ stream) and asks what that lane was waiting for:
   that block (a communication operation's end, or a GPU activity's end). A communication operation's transfer is on
   the path from the moment it was released (the last member of a collective arrived; a receive's matched send was
   issued); before that, the operation waited for a late peer, and the path goes to that peer, at that moment;
+- a CPU thread of a CPU-only rank in an op's own time (between its children) in which an operation it issued
+  completes, released by another rank: waiting for it since that stretch of own time began (gloo's wait inside a
+  framework's hook, which records no op of its own);
 - a GPU activity: on the one before it on its stream, when it was launched before that one ended; otherwise on
   its launch, and the path goes to the launching CPU thread;
 - otherwise the lane's own work (its outermost CPU op, its kernel), which is on the path.
