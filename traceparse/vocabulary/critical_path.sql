@@ -53,13 +53,12 @@ LEFT JOIN (SELECT rank, op_id, any_value(stream) AS stream FROM comm_intervals
            WHERE part = 'exec' AND stream IS NOT NULL GROUP BY ALL) g ON g.rank = o.rank AND g.op_id = o.op_id
 WHERE o.done_ns IS NOT NULL;
 
--- The CPU events of rank r's threads that the path reads: ops, annotations and runtime calls, not ProfilerStep#N and
--- not gloo's annotations of a transfer (gloo:*, which can sit on the calling thread and span the work it overlaps).
--- Macros over one rank: the walk reads a rank's lanes only when the path reaches it.
+-- The CPU events of rank r's threads that the path reads: what a thread spends its time in (thread_work,
+-- store/macros.sql), not gloo's annotations of a transfer (gloo:*, which can sit on the calling thread and span the
+-- work it overlaps). Macros over one rank: the walk reads a rank's lanes only when the path reaches it.
 CREATE OR REPLACE TEMP MACRO cp_cpu_events(r) AS TABLE
 SELECT tid, name, ts_ns AS s, ts_ns + dur_ns AS e FROM events
-WHERE rank = r AND cat IN ('cpu_op', 'user_annotation', 'cuda_runtime', 'cuda_driver') AND dur_ns > 0
-  AND NOT starts_with(name, 'ProfilerStep#') AND NOT starts_with(name, 'gloo:');
+WHERE rank = r AND thread_work(cat, name, dur_ns) AND NOT starts_with(name, 'gloo:');
 
 -- What each CPU thread of rank r was doing, as disjoint pieces: its outermost events.
 CREATE OR REPLACE TEMP MACRO cp_cpu_ops(r) AS TABLE

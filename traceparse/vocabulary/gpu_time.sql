@@ -127,8 +127,7 @@ WITH threads AS (SELECT DISTINCT rank, pid, tid FROM gpu_gaps WHERE tid IS NOT N
 ops AS (
     SELECT e.rank, e.pid, e.tid, e.name, host_cause(e.name) <> 'cpu_op' AS named, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e
     FROM events e SEMI JOIN threads t ON t.rank = e.rank AND t.pid = e.pid AND t.tid = e.tid
-    WHERE e.cat IN ('cpu_op', 'user_annotation', 'cuda_runtime', 'cuda_driver') AND e.dur_ns > 0
-      AND NOT starts_with(e.name, 'ProfilerStep#')
+    WHERE thread_work(e.cat, e.name, e.dur_ns)
 ),
 tiers AS (SELECT *, 'all' AS tier FROM ops UNION ALL SELECT *, 'named' FROM ops WHERE named),
 outermost AS (
