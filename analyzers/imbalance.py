@@ -58,7 +58,8 @@ SPEC = Spec(
         "half of its steps, the most compute floor, at least warn_max_over_mean x the mean, and the rank the "
         "critical path runs through most), and on the critical path: the "
         "rank the critical path (critical_path) runs through most over the steps (path_share: its share of the "
-        "path; on_path), since the others' waits for it set the step's pace only then; of several, the one "
+        "path; on_path), since the others' waits for it set the step's pace only then (a path through one rank "
+        "alone never waited for another and is not asked); of several, the one "
         "costing most. not conclusive: the rank costing most is material or conclusive but not both, or both but "
         "not on the path (straggler_reason says which); unknown: no collective matched (straggler_reason says why: no process group known, "
         "members not loaded, copies that disagree). step_time_test: the slowest rank's step time against the "
@@ -119,7 +120,8 @@ def run(ctx):
     floor = compute.floor_per_rank(ctx, busy)
     path = critical_path.totals(ctx.critical_path)
     shares = {r: ns / path["length_ns"] for r, ns in path["by_rank"].items()} if path["length_ns"] else {}
-    arrivals = _arrivals(ctx, steps, floor, shares)
+    # a path that never leaves one rank never waited for another: it says nothing of whom the others waited for
+    arrivals = _arrivals(ctx, steps, floor, shares if len(shares) > 1 else {})
     tokens, ep_groups = _ep_tokens(ctx)
     per_rank = [{
         "rank": r,
