@@ -91,6 +91,7 @@ def test_bubble_chart_is_left_out_without_a_pipeline(doc):
     assert bubble_per_stage(d) is None and "bubble" not in charts(d)
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_heat_map_outlines_the_configured_straggler(doc):
     t = truth("straggler_ddp4")
     s = spec(imbalance_heatmap(doc("straggler_ddp4")))
@@ -112,6 +113,7 @@ def test_heat_map_outlines_the_configured_hot_expert_rank(doc):
     assert outlined == {(t["imbalance"]["hot_rank"], "hot rank (most routed tokens)")}
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
     # send/recv are not matched across ranks: a pipeline-only run has no wait at collectives
     assert {c["op"] for c in truth("pp4_1f1b_m4")["comm"]} == {"send", "recv"}
@@ -137,6 +139,7 @@ def test_volume_chart_measures_the_configured_sends(doc):
     assert s["mark"]["type"] == "bar" and s["encoding"]["column"]["field"] == "strategy"
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_timeline_has_a_compute_and_a_comm_lane_per_rank(doc):
     t = truth("dp2_tp2")
     d = doc("dp2_tp2")

@@ -109,6 +109,7 @@ def test_ring_attention_causal_skew(check):
     assert sorted(floor, key=floor.get) == by_blocks == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_balanced_runs_name_no_hot_or_straggler(check):
     for name in ("tp2", "ulysses4"):
         n = check(name).numbers

@@ -77,6 +77,7 @@ def test_pipeline_stage_parameters_leave_out_the_received_activation(check, run)
 
 
 @pytest.mark.parametrize("run", ["pp4_interleaved_zb_m4", "pp4_zbv_m8", "pp4_dualpipev_m8"])
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_a_split_backward_leaves_phi_unknown_rather_than_short(check, run):
     """Zero-bubble schedules compute some weight gradients without AccumulateGrad: counting them would miss
     parameters, so without stated params Phi is unknown."""

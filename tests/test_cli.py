@@ -401,6 +401,7 @@ def _table_rows(text, header_start):
     return out
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_unknown_sizes_print_dash_in_text(unsized):
     f, db = unsized
     r = invoke("analyze", "--db", db, f)

@@ -198,6 +198,7 @@ def test_more_microbatches_improve_the_bubble(db):
 
 # --- formats, output file, bad input --------------------------------------------------------
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_markdown_puts_regressions_first(db):
     r = invoke("--base-db", db("ddp4"), "--new-db", db("straggler_ddp4"), "--format", "markdown")
     assert r.exit_code == 1

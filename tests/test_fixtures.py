@@ -162,6 +162,7 @@ def test_truth_schema():
             assert (r["peer"] is None) == (r["op"] not in ("send", "recv"))
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_truth_only_rewrites_the_truth_and_keeps_the_traces(tmp_path):
     """--truth-only: truth.json from fixtures/truth.py for an existing run, its traces untouched."""
     pytest.importorskip("torch")

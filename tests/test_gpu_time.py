@@ -452,6 +452,7 @@ def test_cpu_only_run_is_not_applicable():
 
 # --- the section in the text report, the page and explain -------------------------------------
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_text_page_and_explain_show_the_section(tmp_path):
     from click.testing import CliRunner
 

@@ -35,6 +35,7 @@ def by_run(hist) -> dict[int, dict]:
     return out
 
 
+@pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_each_recorded_run_is_stored_with_its_labels_files_report_and_layout(recorded_history):
     hist = history.read(recorded_history.path)
     assert [r["labels"] for r in hist.runs] == [labels for _, labels in RUNS]
