@@ -19,10 +19,6 @@ def run_checks(con, layout: dict, stated: dict, sources: dict | None = None, pat
     from traceparse.thresholds import check_thresholds
 
     limits = check_thresholds()
-    if path is None:  # one critical path for all the checks
-        from traceparse.vocabulary.critical_path import critical_path_section
-
-        path = critical_path_section(con)
     return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}, path))
             for m in analyzers()}
 

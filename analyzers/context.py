@@ -13,7 +13,7 @@ class Context:
     stated: dict  # what is given: --layout (degrees, model dims, optimizer) over the traces' plugin metadata
     limits: dict  # this check's table of rules/thresholds.toml
     sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent
-    path: dict | None = None  # the critical path section (traceparse.vocabulary.critical_path), found when first read
+    path: dict | None = None  # the critical path section (the document's), else found when first read
 
     @property
     def critical_path(self) -> dict:

@@ -172,18 +172,23 @@ def _spread(values) -> dict:
     return {"max_over_mean": round(max(vals) / mean, 4), "cv": round(statistics.pstdev(vals) / mean, 4)}
 
 
+def _most(shares: dict):
+    """The key of the largest share (ties: the lowest key)."""
+    return max(shares, key=lambda k: (shares[k], -k))
+
+
 def _on_path(shares: dict, stages: list | None) -> dict | None:
     """The rank the critical path runs through most, over the steps, and its share; in a pipeline, the stage
     (its ranks' shares summed) too. None without a path."""
     if not shares:
         return None
-    rank = max(shares, key=lambda r: (shares[r], -r))
+    rank = _most(shares)
     out = {"rank": rank, "share": round(shares[rank], 4), "stage": None, "stage_share": None}
     if stages:
         by_stage = defaultdict(float)
         for p in stages:
             by_stage[p["stage"]] += shares.get(p["rank"], 0)
-        stage = max(by_stage, key=lambda s: (by_stage[s], -s))
+        stage = _most(by_stage)
         out.update(stage=stage, stage_share=round(by_stage[stage], 4))
     return out
 
@@ -299,9 +304,9 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
 
     candidates = {r: evidence(r) for r in seen}
     shares = shares or {}
-    path_rank = max(shares, key=lambda r: (shares[r], -r)) if shares else None
+    path_rank = _most(shares) if shares else None
     work = {r: floor[r] for r in seen if floor.get(r) is not None}
-    heaviest = max(work, key=lambda r: (work[r], -r)) if len(work) > 1 and statistics.fmean(work.values()) else None
+    heaviest = _most(work) if len(work) > 1 and statistics.fmean(work.values()) else None
     for e in candidates.values():
         late_ahead = e["lateness_ns"] is not None and e["lateness_ns"] > 0
         late_more = late_ahead and e["last_fraction"] > e["chance_fraction"]
@@ -351,7 +356,7 @@ def _heaviest(loads: dict):
     """(key with the most load, its load / mean load); (None, None) with fewer than two keys."""
     if len(loads) < 2 or not statistics.fmean(loads.values()):
         return None, None
-    top = max(loads, key=lambda k: (loads[k], -k))
+    top = _most(loads)
     return top, round(loads[top] / statistics.fmean(loads.values()), 4)
 
 
@@ -415,7 +420,7 @@ def _experts(tokens, groups) -> dict:
             "hot_over_fair": None}
     if not tokens:
         return none
-    hot = max(tokens, key=lambda r: (tokens[r], -r))
+    hot = _most(tokens)
     group = next((g for g in groups if hot in g and set(g) <= set(tokens)), tuple(sorted(tokens)))
     total = sum(tokens[r] for r in group)
     share = tokens[hot] / total if total else None
