@@ -46,8 +46,10 @@ SPEC = Spec(
         "from how much those values move from step to step (residual mean square pooled over the ranks, df = "
         "(ranks-1)(steps-1)); p = P(Student t_df >= lateness / standard error) x ranks (Bonferroni), the chance "
         "that some rank looks this late when none is (traceparse.stats.rank_outliers); one step: p unknown. "
-        "lost_per_step_ns = over the collectives it arrived last at, its arrival - the next latest member's "
-        "(how much earlier the others could have gone on), times the members that waited, / (ranks - 1) / its "
+        "lost_per_step_ns = per other member and step, the length of the union of the spans from the next latest "
+        "member's arrival (or that member's own latest arrival at another collective before this one was released, "
+        "if later: it was still working) to its arrival over the collectives it arrived last at (how much earlier "
+        "that member could have gone on; collectives in flight together count once), summed, / (ranks - 1) / its "
         "steps: what each other rank loses per step on average; lost_share = that / the mean step time. A rank "
         "is named when material (lost_share >= warn_straggler_share) and conclusive: by arrivals (p <= 0.01 and "
         "lateness > 0) or by work (late on average, last more often than chance with last_by_chance_p <= 0.01, "
@@ -198,7 +200,7 @@ def _arrivals(ctx, steps: dict, floor: dict, shares: dict) -> dict:
     (SPEC.definition); ``shares``: per rank, its share of the critical path."""
     rows = ctx.rows("""
         SELECT rank, match_key, step, basis, wait_ns, lateness_ns, is_last, len(group_ranks) AS size,
-               last_arrival_ns - second_arrival_ns AS lead_ns
+               arrival_ns, second_arrival_ns, last_arrival_ns
         FROM collective_arrivals ORDER BY match_key, rank""")
     waits, last, step_waits, basis = defaultdict(list), defaultdict(int), defaultdict(list), defaultdict(set)
     for r in rows:
@@ -219,6 +221,18 @@ def _arrivals(ctx, steps: dict, floor: dict, shares: dict) -> dict:
     return {"wait": {r: statistics.fmean(v) for r, v in waits.items()},
             "total_wait": {r: sum(v) for r, v in waits.items()}, "last": dict(last), "per_step": per_step,
             "matched": matched, "unmatched": gaps["unmatched"], **verdict}
+
+
+def _covered(spans: list) -> float:
+    """The length of the union of the (start, end) spans: collectives in flight together (DDP's buckets, issued
+    asynchronously) hold a member up once, not once each."""
+    total, reach = 0.0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total, reach = total + b - a, b
+        elif b > reach:
+            total, reach = total + b - reach, b
+    return total
 
 
 def _unmatched(ctx) -> dict:
@@ -266,10 +280,23 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
         if not r["is_last"]:
             others_wait[r["match_key"]].append(r["wait_ns"])
     last_at = defaultdict(list)  # per rank, the others' mean wait at each collective it arrived last at
+    members, arrived, held = defaultdict(dict), defaultdict(list), defaultdict(list)
     for r in rows:
-        if r["is_last"]:
-            lost[r["rank"]] += r["lead_ns"] * (r["size"] - 1)  # each other member waited that much longer
-            last_at[r["rank"]].append(statistics.fmean(others_wait[r["match_key"]]))
+        members[r["match_key"]][r["rank"]] = r["arrival_ns"]
+        arrived[(r["rank"], r["step"])].append(r["arrival_ns"])
+    for r in rows:
+        if not r["is_last"]:
+            continue
+        last_at[r["rank"]].append(statistics.fmean(others_wait[r["match_key"]]))
+        for m, own in members[r["match_key"]].items():
+            if m == r["rank"]:
+                continue
+            # held up from the next latest arrival on, but for as long as it still issued collectives (an
+            # asynchronous operation's member works on meanwhile: DDP's buckets)
+            busy = max((a for a in arrived[(m, r["step"])] if own < a < r["last_arrival_ns"]), default=own)
+            held[(r["rank"], m, r["step"])].append((max(r["second_arrival_ns"], busy), r["last_arrival_ns"]))
+    for (q, _, _), spans in held.items():
+        lost[q] += _covered(spans)
     seen = {q: len(w) for q, w in waits.items()}
     if len(seen) < 2:
         return {"verdict": "none", "rank": None, "reason": None, "evidence": None}

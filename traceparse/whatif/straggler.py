@@ -2,8 +2,8 @@
 
 The imbalance check names a straggler when it arrives late beyond chance, costs the others a material share of the
 step, and the critical path runs through it most (analyzers/imbalance.py). Its cost is what each other rank loses
-per step waiting for it (``straggler.lost_per_step_ns``: at each collective it arrived last at, its arrival less
-the next latest member's, per other rank and step). Brought to the others' pace, the step shortens by that much:
+per step waiting for it (``straggler.lost_per_step_ns``: per other rank and step, the union of the spans from the
+next latest member's arrival to its own over the collectives it arrived last at). Brought to the others' pace, the step shortens by that much:
 the others no longer wait, and the straggler no longer works longer than they do. The terms follow:
 
 - step: the measured step - the loss;
