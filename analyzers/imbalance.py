@@ -73,7 +73,10 @@ SPEC = Spec(
         "step / m; heavy_stage = the stage with the most compute floor (mean over its ranks), named when at least "
         "[stages] heavy_over_mean times the stages' mean (bubble.bottleneck_stage is the same stage, by the same "
         "threshold). critical_path: the rank the critical path runs through most over the steps and its share "
-        "(ns on the path / the path's length), and in a pipeline the stage whose ranks it runs through most "
+        "(ns on the path / the path's length), by_chance_p = the chance that one rank holds that large a share when "
+        "each of the path's spells (its stretches on one rank) is put on one of the loaded ranks at random "
+        "(stats.top_share_tail: 4,000 seeded draws; a path of a few long spells is concentrated by chance, so a "
+        "share alone does not say a rank set the pace), and in a pipeline the stage whose ranks it runs through most "
         "(stage, stage_share). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
@@ -152,7 +155,7 @@ def run(ctx):
         **pipeline,
         **ring,
         "heavy_rank": cp_heavy if ring["cp_compute"] else pp_heavy,
-        "critical_path": _on_path(shares, pipeline["pp_stages"]),
+        "critical_path": _on_path(shares, pipeline["pp_stages"], path["spells"], len(ranks)),
         **_experts(tokens, ep_groups),
     }
     findings = _findings(numbers, ctx.limits)
@@ -179,13 +182,15 @@ def _most(shares: dict):
     return max(shares, key=lambda k: (shares[k], -k))
 
 
-def _on_path(shares: dict, stages: list | None) -> dict | None:
-    """The rank the critical path runs through most, over the steps, and its share; in a pipeline, the stage
-    (its ranks' shares summed) too. None without a path."""
+def _on_path(shares: dict, stages: list | None, spells: list, n_ranks: int) -> dict | None:
+    """The rank the critical path runs through most, over the steps, its share, and how likely a share this large
+    is by chance on ranks alike (stats.top_share_tail over the path's spells); in a pipeline, the stage (its ranks'
+    shares summed) too. None without a path."""
     if not shares:
         return None
     rank = _most(shares)
-    out = {"rank": rank, "share": round(shares[rank], 4), "stage": None, "stage_share": None}
+    out = {"rank": rank, "share": round(shares[rank], 4),
+           "by_chance_p": _round(stats.top_share_tail(spells, n_ranks), 4), "stage": None, "stage_share": None}
     if stages:
         by_stage = defaultdict(float)
         for p in stages:

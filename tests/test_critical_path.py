@@ -6,11 +6,14 @@ the step exactly (its length is the measured step), and on the runs built with a
 stage the path runs mostly through it.
 """
 
+import json
+
 import pytest
 
 from conftest import FIXTURE_RUNS, committed_runs, public_trace_files
 from traces import step, trace, write, x
 
+from traceparse import stats
 from traceparse.document import analyze
 from traceparse.load.run import open_run
 from traceparse.vocabulary.critical_path import Walk, critical_path_section, totals
@@ -110,6 +113,37 @@ def test_the_path_is_the_measured_step(path):
         for s in cp["steps"]:
             assert s["length_ns"] == s["covered_ns"] == windows[s["step"]]
             assert tiles(con, s), s["step"]
+
+
+def balanced(name: str) -> bool:
+    """Built with every rank alike: no slow, delayed or hot rank, no heavy stage (truth.json's imbalance), no pipeline
+    (whose stages do different things in a step) and no context parallelism (causal attention gives the ranks unequal
+    work)."""
+    t = json.loads((FIXTURE_RUNS / name / "truth.json").read_text())
+    return (not any(t["imbalance"].get(k) is not None for k in ("straggler_rank", "hot_rank", "heavy_stage"))
+            and t["layout"]["pp"] == 1 and t["layout"]["cp"] == 1)
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if balanced(r)])
+@pytest.mark.slow
+def test_on_balanced_runs_no_rank_holds_more_of_the_path_than_chance_gives(run):
+    """The path goes to whichever rank arrived last at each collective: with a few long stretches one rank can hold
+    most of it by chance (ddp4: 75% in 3 stretches). On a run whose ranks are alike, the largest share is one that
+    putting the stretches on ranks at random gives more often than 1 in 100."""
+    path = analyze([FIXTURE_RUNS / run], use_cache=False)["checks"]["imbalance"]["critical_path"]
+    assert path["by_chance_p"] > 0.01, path
+
+
+def test_how_likely_a_share_of_the_path_is_by_chance():
+    # one stretch: some rank holds all of it, always
+    assert stats.top_share_tail([(0, 5.0)], 4) == 1
+    # two equal stretches on one of 2 ranks: both land on one rank half the time; on different ranks (a share of
+    # 1/2, the least there is): always
+    assert stats.top_share_tail([(0, 1.0), (0, 1.0)], 2) == pytest.approx(0.5, abs=0.03)
+    assert stats.top_share_tail([(0, 1.0), (1, 1.0)], 2) == 1
+    # 20 equal stretches all on one of 4 ranks: 4 x (1/4)^20 by chance, never drawn; the p counts the path itself
+    assert stats.top_share_tail([(3, 1.0)] * 20, 4, draws=4000) == 1 / 4001
+    assert stats.top_share_tail([(0, 1.0)], 1) is None
 
 
 # runs built with one slow rank or a heavy pipeline stage (their truth.json note says which)

@@ -5,6 +5,8 @@ at each collective): its effect against the step-to-step noise measured from the
 Student's t, one-sided, Bonferroni-corrected for the number of ranks tested.
 ``last_tail(chances, k)``: the probability of arriving last at least ``k`` times by chance, when at each
 collective the chance is 1 / its group size (Poisson-binomial, exact).
+``top_share_tail(spells, n)``: the probability that one of ``n`` ranks holds this large a share of a critical path
+by chance, when which rank each of its spells ran on were drawn at random.
 ``mean_difference(a, b)``: the difference of two means against its standard error (Welch), for compare.
 
 scipy is imported on first use (its import costs ~0.3 s).
@@ -67,6 +69,29 @@ def last_tail(chances: list[float], k: int) -> float:
     for p, n in Counter(chances).items():
         dist = np.convolve(dist, binom.pmf(np.arange(n + 1), n, p))
     return min(1.0, float(dist[k:].sum()))
+
+
+def top_share_tail(spells: list[tuple[int, float]], n: int, draws: int = 4000, seed: int = 0) -> float | None:
+    """P(some rank holds at least the largest share that one rank holds of the total length) when each spell (rank,
+    length) is put on one of ``n`` ranks at random, uniformly: how likely a path this concentrated is on ranks that
+    are alike. A path of a few long spells is concentrated by chance; of many, only when a rank sets the pace. Monte
+    Carlo over ``draws`` seeded draws, the observed path counted among them ((1 + hits) / (1 + draws)); None without
+    two ranks or a spell."""
+    import numpy as np
+
+    total = sum(length for _, length in spells)
+    if n < 2 or not total:
+        return None
+    held = Counter()
+    for r, length in spells:
+        held[r] += length
+    top = max(held.values()) / total
+    lengths = np.array([length for _, length in spells], dtype=float) / total
+    where = np.random.default_rng(seed).integers(0, n, size=(draws, len(spells)))
+    shares = np.zeros((draws, n))
+    np.add.at(shares, (np.arange(draws)[:, None], where), lengths)
+    hits = int((shares.max(axis=1) >= top - 1e-9).sum())
+    return (1 + hits) / (1 + draws)
 
 
 def mean_difference(a: list[float], b: list[float]) -> dict | None:

@@ -315,15 +315,22 @@ def critical_path_section(con) -> dict:
 
 
 def totals(section: dict) -> dict:
-    """The path over all its steps: ``{length_ns, by_rank: {rank (int): ns}, by_cause, by_strategy}``, each
-    ordered largest first (ties: the lower rank or name); what the checks read of it."""
+    """The path over all its steps: ``{length_ns, by_rank: {rank (int): ns}, by_cause, by_strategy, spells}``, each
+    ordered largest first (ties: the lower rank or name); ``spells``: [(rank, ns)], the path's stretches on one rank
+    in order, step after step; what the checks read of it."""
     sums = {"by_rank": defaultdict(int), "by_cause": defaultdict(int), "by_strategy": defaultdict(int)}
+    spells = []
     for s in section.get("steps", []):
         for key, acc in sums.items():
             for k, ns in s[key].items():
                 acc[int(k) if key == "by_rank" else k] += ns
+        for i, g in enumerate(s["segments"]):
+            if i and spells[-1][0] == g["rank"]:
+                spells[-1][1] += g["end_ns"] - g["start_ns"]
+            else:
+                spells.append([g["rank"], g["end_ns"] - g["start_ns"]])
     return {"length_ns": sum(s["length_ns"] for s in section.get("steps", [])),
-            **{key: _ordered(acc) for key, acc in sums.items()}}
+            **{key: _ordered(acc) for key, acc in sums.items()}, "spells": [tuple(x) for x in spells]}
 
 
 def _findings(steps: list[dict]) -> list[str]:
