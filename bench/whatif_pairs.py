@@ -40,6 +40,16 @@ PAIRS = [
     ("straggler removed: DDP, rank 2 slow", "straggler_ddp4", "--without-straggler", "", "ddp4"),
     ("straggler removed: dp2 x tp2, rank 3 slow", "straggler_dp2_tp2", "--without-straggler", "", "dp2_tp2"),
     ("straggler removed: dp2 x tp2, rank 1 slow", "straggler_dp2_tp2_r1", "--without-straggler", "", "dp2_tp2"),
+    # quiet runs: 2 ranks, a core each, 4 profiled steps (fixtures/configs.py, QUIET)
+    ("quiet, pipeline: GPipe m = 8 from m = 4 (2 ranks)", "quiet_pp2_gpipe_m4", "microbatches=8", "",
+     "quiet_pp2_gpipe_m8"),
+    ("quiet, pipeline: 1F1B m = 8 from m = 4 (2 ranks)", "quiet_pp2_1f1b_m4", "microbatches=8", "", "quiet_pp2_1f1b_m8"),
+    ("quiet, pipeline: 1F1B m = 8 from GPipe m = 4 (2 ranks)", "quiet_pp2_gpipe_m4", "pp_schedule=1f1b,microbatches=8",
+     "", "quiet_pp2_1f1b_m8"),
+    ("quiet, data parallel: ZeRO-1 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=1", "", "quiet_zero1_dp2"),
+    ("quiet, data parallel: ZeRO-3 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2"),
+    ("quiet, straggler removed: DDP, rank 1 slow (2 ranks)", "quiet_straggler_ddp2", "--without-straggler", "",
+     "quiet_ddp2"),
 ]
 NOTES = {"all_reduce": 2, "send": 1, "recv": 0}
 

@@ -147,7 +147,8 @@ def test_how_likely_a_share_of_the_path_is_by_chance():
 
 
 # runs built with one slow rank or a heavy pipeline stage (their truth.json note says which)
-SLOW = {"straggler_ddp4": 2, "straggler_dp2_tp2": 3, "straggler_dp2_tp2_r1": 1, "pp4_1f1b_heavy_m4": 2}
+SLOW = {"straggler_ddp4": 2, "straggler_dp2_tp2": 3, "straggler_dp2_tp2_r1": 1, "quiet_straggler_ddp2": 1,
+        "pp4_1f1b_heavy_m4": 2}
 
 
 @pytest.mark.parametrize("run,slow", SLOW.items())

@@ -219,8 +219,9 @@ METRICS = {
     "whatif": (
         "Forecast of another layout of the same model (traceparse whatif)",
         "--without-straggler first takes the named straggler's cost out of the measured run (whatif/straggler.py): "
-        "step - straggler.lost_per_step_ns, the mean compute with its compute replaced by the others' mean, each "
-        "strategy's exposed time less lost x (N - 1) / N in proportion to its waits for a late peer; "
+        "the mean compute with its compute replaced by the others' mean, each strategy's exposed time less "
+        "straggler.lost_per_step_ns x (N - 1) / N in proportion to its waits for a late peer (never below 0), the "
+        "rest of the step kept, the step their sum; "
         "bytes_per_rank_per_step[strategy] = the communication volume (notes' count: all-reduce 2x; traceparse "
         "explain volume) by the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
         "m and v and the measured Phi (x measured tp pp / target tp pp x target layers / measured layers), delta, "

@@ -18,7 +18,7 @@ SOURCE = "python bench/whatif_pairs.py; docs/whatif.md, Validated on the fixture
 # kind: (what the forecast changes against the measured run, [(validation pair, step-time error: forecast /
 # measured - 1)], the term the validation found most off, and why). The errors were measured by
 #     python bench/whatif_pairs.py
-# (2-core gloo fixture runs, 2 profiled steps each; each pair's name is its row in docs/whatif.md's validation
+# (2-core gloo fixture runs, 2 profiled steps each, the quiet ones 2 ranks with a core each and 4 steps; each pair's name is its row in docs/whatif.md's validation
 # table), except "measured": forecasting a run's own layout gives back its step by construction
 # (tests/test_whatif.py, test_the_measured_layout_forecasts_the_measured_step). tests/test_whatif.py
 # (test_reliability_table_is_the_validation) recomputes every error here from the pairs and classifies each pair
@@ -30,23 +30,29 @@ KINDS = {
     "pp_microbatches": ("a pipeline's micro-batches m (same schedule and N_PP)",
                         [("pipeline: GPipe m = 8 from m = 4", -0.03), ("pipeline: 1F1B m = 8 from m = 4", -0.31),
                          ("pipeline memory: GPipe m = 8 from m = 4 (memory events)", 0.22),
-                         ("pipeline: interleaved m = 8 from m = 4", -0.08)],
+                         ("pipeline: interleaved m = 8 from m = 4", -0.08),
+                         ("quiet, pipeline: GPipe m = 8 from m = 4 (2 ranks)", 0.02),
+                         ("quiet, pipeline: 1F1B m = 8 from m = 4 (2 ranks)", -0.13)],
                         "exposed pp and other: the waits of send/recv with more transfers in flight, and the "
                         "Python time per action, do not scale with the actions"),
     "pp_schedule": ("a pipeline's schedule or virtual stages (same N_PP; m and layers may change too)",
                     [("pipeline: interleaved v = 2 from 1F1B (8 layers)", -0.60),
-                     ("pipeline memory: 1F1B m = 8 from GPipe m = 4 (memory events)", 0.09)],
+                     ("pipeline memory: 1F1B m = 8 from GPipe m = 4 (memory events)", 0.09),
+                     ("quiet, pipeline: 1F1B m = 8 from GPipe m = 4 (2 ranks)", -0.25)],
                     "exposed pp: the waits of a blocking send/recv grow with the transfers in flight"),
     "straggler": ("the named straggler brought to the others' pace (--without-straggler)",
-                  [("straggler removed: DDP, rank 2 slow", 0.13), ("straggler removed: dp2 x tp2, rank 3 slow", 1.22),
-                   ("straggler removed: dp2 x tp2, rank 1 slow", 0.29)],
+                  [("straggler removed: DDP, rank 2 slow", 0.18), ("straggler removed: dp2 x tp2, rank 3 slow", 1.18),
+                   ("straggler removed: dp2 x tp2, rank 1 slow", 0.32),
+                   ("quiet, straggler removed: DDP, rank 1 slow (2 ranks)", -0.09)],
                   "compute: on a host with fewer cores than ranks the straggler's extra work slowed the others' "
                   "compute too, and the run without it (generated at another time) ran on a less loaded host"),
-    "zero1": ("the ZeRO stage 0 -> 1 (same N_DP)", [("data parallel: ZeRO-1 from DDP", -0.24)],
+    "zero1": ("the ZeRO stage 0 -> 1 (same N_DP)", [("data parallel: ZeRO-1 from DDP", -0.24),
+                                                     ("quiet, data parallel: ZeRO-1 from DDP (2 ranks)", -0.27)],
               "exposed dp: a collective's fixed latency per operation, which bytes do not show"),
     "zero2": ("the ZeRO stage 0 -> 2 (same N_DP)", [("data parallel: ZeRO-2 from DDP", -0.62)],
               "exposed dp: a collective's fixed latency per operation (6 operations instead of 1)"),
-    "zero3": ("the ZeRO stage 0 -> 3 (same N_DP)", [("data parallel: ZeRO-3 from DDP", -0.92)],
+    "zero3": ("the ZeRO stage 0 -> 3 (same N_DP)", [("data parallel: ZeRO-3 from DDP", -0.92),
+                                                     ("quiet, data parallel: ZeRO-3 from DDP (2 ranks)", -0.39)],
               "every term: FSDP's own copies, collectives and Python time, which a DDP trace does not measure"),
     "tp": ("tensor parallelism introduced or changed (N_TP)", [("tensor parallel: tp4 from tp2", -0.65)],
            "exposed tp: a collective's fixed latency per call, which bytes do not show"),

@@ -6,11 +6,14 @@ per step waiting for it (``straggler.lost_per_step_ns``: per other rank and step
 next latest member's arrival to its own over the collectives it arrived last at). Brought to the others' pace, the step shortens by that much:
 the others no longer wait, and the straggler no longer works longer than they do. The terms follow:
 
-- step: the measured step - the loss;
 - compute (mean over ranks): the straggler's compute replaced by the others' mean;
 - exposed communication: each other rank's waits shorten by the loss, so the mean over ranks by the loss x (N - 1)
-  / N, taken from each strategy in proportion to its waits for a late peer (overlap.per_strategy.waiting_ns);
-- other: the rest, as in any forecast (step - compute - exposed).
+  / N, taken from each strategy in proportion to its waits for a late peer (overlap.per_strategy.waiting_ns), never
+  below 0 (no more waiting is saved than there was exposed communication);
+- other (the step less compute and exposed communication: idle, Python, launches): kept, the others' overheads do
+  not depend on the straggler;
+- step: the sum, the measured step less what compute and exposed communication lost. When the straggler's extra
+  work is what the others waited for, that is the loss: (N - 1) / N of it from the waits, 1 / N from the compute.
 
 The target layout is then forecast from these facts as from any measured run (``forecast.forecast``); a pipeline's
 per-action overhead is calibrated again on the shorter step.
@@ -42,9 +45,6 @@ def without_straggler(m: dict, doc: dict) -> dict:
     drop = lost * (n - 1) / n
     out = dict(m)
     src = f"without straggler rank {rank}"
-    out["step_time_ns"] = fact(step - lost, f"{m['step_time_ns']['source']}, less the {lost / 1e6:.3g} ms each "
-                                            f"other rank lost per step waiting for straggler rank {rank} "
-                                            "(imbalance.straggler.lost_per_step_ns)")
     out["compute_ns"] = fact(compute - (own - mean_others) / n,
                              f"{m['compute_ns']['source']}, {src}: its compute ({own / 1e6:.3g} ms) replaced by the "
                              f"others' mean ({mean_others / 1e6:.3g} ms)")
@@ -52,9 +52,15 @@ def without_straggler(m: dict, doc: dict) -> dict:
     out["exposed_comm_ns"] = {
         s: fact(max(0.0, f["value"] - drop * waits.get(s, 0) / total) if total and f["value"] is not None
                 else f["value"], f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the "
-                                 "strategy's waits for a late peer (overlap.per_strategy.waiting_ns)")
+                                 "strategy's waits for a late peer (overlap.per_strategy.waiting_ns), never below 0")
         for s, f in m["exposed_comm_ns"].items()}
-    out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "step_time_ns": step - lost,
+    saved = (compute - out["compute_ns"]["value"]) + sum(
+        (f["value"] or 0) - (out["exposed_comm_ns"][s]["value"] or 0) for s, f in m["exposed_comm_ns"].items())
+    out["step_time_ns"] = fact(step - saved, f"{m['step_time_ns']['source']}, less what the straggler's removal takes "
+                                             f"from the mean compute and exposed communication ({saved / 1e6:.3g} ms; "
+                                             f"each other rank lost {lost / 1e6:.3g} ms per step waiting for straggler "
+                                             f"rank {rank}, imbalance.straggler.lost_per_step_ns), the rest kept")
+    out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "step_time_ns": step - saved,
                                      "compute_ns": out["compute_ns"]["value"],
                                      "exposed_comm_ns": {s: f["value"] for s, f in out["exposed_comm_ns"].items()}},
                                     "imbalance.straggler: the named straggler and what each other rank loses per "
