@@ -4,8 +4,8 @@
     python bench/critical_path.py --only straggler pp4
 
 Per run: its steps, whether each path's length is the measured step (the sum of its pieces), the ranks it runs
-through over the steps (share of the steps' time), its causes, and the slow rank or heavy stage the run was built
-with (fixtures/runs/*/truth.json's note), when it has one.
+through over the steps (share of the steps' time), how likely the largest share is by chance on ranks alike
+(imbalance.critical_path.by_chance_p), its causes, and how the run was built (fixtures/runs/*/truth.json's note).
 """
 
 import argparse
@@ -25,10 +25,12 @@ def runs() -> dict[str, Path]:
 def row(name: str, path: Path) -> str:
     from traceparse.document import analyze
 
-    cp = analyze([path], use_cache=False)["critical_path"]
+    doc = analyze([path], use_cache=False)
+    cp, on_path = doc["critical_path"], (doc["checks"]["imbalance"].get("critical_path") or {})
     steps = cp["steps"]
     if not steps:
-        return f"| {name} | 0 | - | - | - | {cp.get('reason', '')} |"
+        return f"| {name} | 0 | - | - | - | - | {cp.get('reason', '')} |"
+    p = on_path.get("by_chance_p")
     total = sum(s["length_ns"] for s in steps)
     ranks, causes = {}, {}
     for s in steps:
@@ -41,7 +43,7 @@ def row(name: str, path: Path) -> str:
     cause = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
     note = json.loads((path / "truth.json").read_text()).get("note", "") if path.is_dir() else "public GPU trace"
     return (f"| {name} | {len(steps)} | {'yes' if exact else 'NO'} | "
-            f"{', '.join(f'{k}: {v / total:.0%}' for k, v in top)} | "
+            f"{', '.join(f'{k}: {v / total:.0%}' for k, v in top)} | {'-' if p is None else f'{p:.3g}'} | "
             f"{', '.join(f'{k} {v / total:.0%}' for k, v in cause)} | {note} |")
 
 
@@ -49,8 +51,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
-    print("| run | steps | length = measured step | through (rank: share) | by cause | built with |")
-    print("|---|---:|---|---|---|---|")
+    print("| run | steps | length = measured step | through (rank: share) | largest share by chance (p) | by cause "
+          "| built with |")
+    print("|---|---:|---|---|---:|---|---|")
     for name, path in runs().items():
         if args.only and not any(o in name for o in args.only):
             continue

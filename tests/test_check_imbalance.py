@@ -321,8 +321,10 @@ STRAGGLER_RULE_RUNS = sorted(p.name for p in RUNS.iterdir()
 @pytest.mark.parametrize("name", STRAGGLER_RULE_RUNS)
 @pytest.mark.slow
 def test_straggler_as_in_truth(check, name):
-    """Each run names the straggler its generator built, the others none."""
-    assert check(name).numbers["straggler_rank"] == truth(name)["straggler_rank"]
+    """Each run names the straggler its generator built, the others none; a run built with a hot expert-parallel rank
+    (the router sends it more tokens) may name that rank, the one the others wait for."""
+    t, got = truth(name), check(name).numbers["straggler_rank"]
+    assert got == t["straggler_rank"] or (t["hot_rank"] is not None and got == t["hot_rank"])
 
 
 def test_wait_per_step_shows_the_straggler_waiting_least_at_every_step(check):

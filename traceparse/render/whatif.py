@@ -44,7 +44,8 @@ def render_whatif(doc: dict) -> str:
     t, p, m = doc["target"], doc["prediction"], doc["measured"]
     removed = doc.get("without_straggler")
     also = (", stages balanced" if t.get("balanced") else "") + (
-        f", without straggler rank {removed['rank']}: {_ms(removed['lost_per_step_ns'])} less per step"
+        f", without straggler rank {removed['rank']}, which cost each other rank {_ms(removed['lost_per_step_ns'])} "
+        "a step"
         if removed else "")
     lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{also})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",

@@ -26,9 +26,11 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
     got = forecast(start, target)
     if start is not facts:
         removed = start["straggler_removed"]["value"]
-        got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: its step less "
-                                   f"the {removed['lost_per_step_ns'] / 1e6:.3g} ms each other rank lost per step "
-                                   f"waiting for it (whatif/straggler.py); then {got['how']['step_time']}")
+        got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: its compute "
+                                   "in the others' mean, the others' waits for it (each lost "
+                                   f"{removed['lost_per_step_ns'] / 1e6:.3g} ms per step) out of the exposed "
+                                   f"communication, the rest kept (whatif/straggler.py); then "
+                                   f"{got['how']['step_time']}")
     facts_b = bounds(doc["metadata"]["values"] if given is None else given)
     why = excluded(got["target"], facts_b, got["inputs"]["layers"]["value"],
                    got["prediction"]["memory_per_device_bytes"])
