@@ -314,6 +314,14 @@ def critical_path_section(con) -> dict:
     return {"status": "ok", "steps": out, "findings": _findings(out)}
 
 
+def window_path(con, rank: int, start_ns: int, end_ns: int) -> dict:
+    """The critical path of one window of one rank's time, walked back from ``end_ns`` on ``rank`` to ``start_ns``
+    (a user annotation's window, to set beside another tool's path over it), summarized as a step's (step null)."""
+    con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+    return _summary({"step": None, "rank": rank, "start_ns": start_ns, "end_ns": end_ns},
+                    Walk(con, None, start_ns, end_ns).run(rank))
+
+
 def totals(section: dict) -> dict:
     """The path over all its steps: ``{length_ns, by_rank: {rank (int): ns}, by_cause, by_strategy, spells}``, each
     ordered largest first (ties: the lower rank or name); ``spells``: [(rank, ns)], the path's stretches on one rank
