@@ -18,9 +18,9 @@ SOURCE = "python bench/whatif_pairs.py; docs/whatif.md, Validated on the fixture
 # kind: (what the forecast changes against the measured run, [(validation pair, step-time error: forecast /
 # measured - 1)], the term the validation found most off, and why). The errors were measured by
 #     python bench/whatif_pairs.py
-# (2-core gloo fixture runs, 2 profiled steps each, the quiet ones 2 ranks with a core each and 4 steps; each pair's name is its row in docs/whatif.md's validation
-# table), except "measured": forecasting a run's own layout gives back its step by construction
-# (tests/test_whatif.py, test_the_measured_layout_forecasts_the_measured_step). tests/test_whatif.py
+# (2-core gloo fixture runs, 2 profiled steps each, the quiet ones 2 ranks with a core each and 4 steps; each
+# pair's name is its row in docs/whatif.md's validation table), except "measured": forecasting a run's own layout
+# gives back its step by construction (tests/test_whatif.py, test_the_measured_layout_forecasts_the_measured_step). tests/test_whatif.py
 # (test_reliability_table_is_the_validation) recomputes every error here from the pairs and classifies each pair
 # into its kind: change the forecast, rerun the bench, and update this table and docs/whatif.md together.
 KINDS = {
