@@ -2,7 +2,8 @@
 
     python bench/whatif_repeats.py                       # the default pairs, 3 repeats (about 15 minutes on 2 cores)
     python bench/whatif_repeats.py --repeats 5 --only "straggler removed" 1F1B
-    python bench/whatif_repeats.py --out DIR --keep      # keep the generated runs in DIR (and use them again)
+    python bench/whatif_repeats.py --out DIR             # the generated runs in DIR, kept (and used again)
+    python bench/whatif_repeats.py --keep                # keep the temporary folder's runs (it is printed)
 
 Each repeat generates, one after the other, the measured run and the target run of every pair chosen
 (``python -m fixtures.generate``: real multi-process gloo jobs), so the two runs of a pair see the same host. Per
@@ -16,7 +17,8 @@ pair it prints:
 - the bundled pair's error (bench/whatif_pairs.py, the committed fixture runs), for comparison;
 - each forecast refused, with its reason (a straggler not named on a repeat).
 
-With ``--out DIR`` the runs already in DIR are used again: a kept campaign can be read again without generating.
+With ``--out DIR`` the runs already in DIR are used again, and DIR is never removed: a kept campaign can be read
+again without generating.
 """
 
 import argparse
@@ -80,10 +82,12 @@ def main():
     pairs = [q for q in whatif_pairs.PAIRS
              if (any(s in q[0] for s in a.only) if a.only else q[0] in DEFAULT)]
     out = a.out or Path(tempfile.mkdtemp(prefix="whatif-repeats-"))
+    if a.keep and not a.out:
+        print(f"the runs: {out}", file=sys.stderr)
     try:
         rows = pair_rows(pairs, a.repeats, out)
     finally:
-        if not a.keep:
+        if not (a.keep or a.out):  # a folder the user named is theirs: what it held, and the runs written there
             shutil.rmtree(out, ignore_errors=True)
     bundled = {r["pair"]: r["step_error"] for r in whatif_pairs.rows(pairs)}
     print("| pair | error per repeat | median | the target's repeats (ms) | noise floor | bundled runs |")
