@@ -6,6 +6,7 @@ notes call out: pipeline stages, ring attention under a causal mask, tokens rout
 experts.
 """
 
+import bisect
 import json
 import math
 import statistics
@@ -289,6 +290,8 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
     for r in rows:
         members[r["match_key"]][r["rank"]] = r["arrival_ns"]
         arrived[(r["rank"], r["step"])].append(r["arrival_ns"])
+    for mine in arrived.values():
+        mine.sort()
     for r in rows:
         if not r["is_last"]:
             continue
@@ -298,7 +301,9 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
                 continue
             # held up from the next latest arrival on, but for as long as it still issued collectives (an
             # asynchronous operation's member works on meanwhile: DDP's buckets)
-            busy = max((a for a in arrived[(m, r["step"])] if own < a < r["last_arrival_ns"]), default=own)
+            mine = arrived[(m, r["step"])]
+            before = bisect.bisect_left(mine, r["last_arrival_ns"]) - 1  # its latest arrival before the release
+            busy = max(own, mine[before]) if before >= 0 else own
             held[(r["rank"], m, r["step"])].append((max(r["second_arrival_ns"], busy), r["last_arrival_ns"]))
     for (q, _, _), spans in held.items():
         lost[q] += _covered(spans)

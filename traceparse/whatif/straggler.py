@@ -45,17 +45,19 @@ def without_straggler(m: dict, doc: dict) -> dict:
     drop = lost * (n - 1) / n
     out = dict(m)
     src = f"without straggler rank {rank}"
-    out["compute_ns"] = fact(compute - (own - mean_others) / n,
+    excess = (own - mean_others) / n
+    total = sum(waits.values())
+    cut = {s: min(f["value"], drop * waits.get(s, 0) / total) if total and f["value"] is not None else 0
+           for s, f in m["exposed_comm_ns"].items()}  # never below 0: no more waiting saved than was exposed
+    saved = excess + sum(cut.values())
+    out["compute_ns"] = fact(compute - excess,
                              f"{m['compute_ns']['source']}, {src}: its compute ({own / 1e6:.3g} ms) replaced by the "
                              f"others' mean ({mean_others / 1e6:.3g} ms)")
-    total = sum(waits.values())
     out["exposed_comm_ns"] = {
-        s: fact(max(0.0, f["value"] - drop * waits.get(s, 0) / total) if total and f["value"] is not None
-                else f["value"], f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the "
-                                 "strategy's waits for a late peer (overlap.per_strategy.waiting_ns), never below 0")
+        s: fact(f["value"] if f["value"] is None else f["value"] - cut[s],
+                f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the strategy's waits for a late "
+                "peer (overlap.per_strategy.waiting_ns), never below 0")
         for s, f in m["exposed_comm_ns"].items()}
-    saved = (compute - out["compute_ns"]["value"]) + sum(
-        (f["value"] or 0) - (out["exposed_comm_ns"][s]["value"] or 0) for s, f in m["exposed_comm_ns"].items())
     out["step_time_ns"] = fact(step - saved, f"{m['step_time_ns']['source']}, less what the straggler's removal takes "
                                              f"from the mean compute and exposed communication ({saved / 1e6:.3g} ms; "
                                              f"each other rank lost {lost / 1e6:.3g} ms per step waiting for straggler "
