@@ -1,6 +1,6 @@
 """The critical path on every bundled run: the table of docs/critical-path.md.
 
-    python bench/critical_path.py            # every fixture run and bundled GPU trace
+    python bench/critical_path.py            # every fixture run and public GPU trace (fixtures/public_traces.py)
     python bench/critical_path.py --only straggler pp4
 
 Per run: its steps, whether each path's length is the measured step (the sum of its pieces), the ranks it runs
@@ -10,15 +10,19 @@ through over the steps (share of the steps' time), how likely the largest share 
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from fixtures import public_traces  # noqa: E402
 
 
 def runs() -> dict[str, Path]:
     out = {p.name: p for p in sorted((ROOT / "fixtures" / "runs").iterdir()) if (p / "truth.json").is_file()}
-    for p in sorted((ROOT / "fixtures" / "public").rglob("*.json.gz")):
-        out[str(p.relative_to(ROOT / "fixtures" / "public"))] = p
+    for rel in sorted(public_traces.names()):
+        if public_traces.path(rel).is_file():  # the public traces that are there (none is committed)
+            out[rel] = public_traces.path(rel)
     return out
 
 

@@ -1,4 +1,5 @@
-"""HTA's GPU-time numbers on the bundled GPU traces, beside traceparse's ``gpu`` section: the table of
+"""HTA's GPU-time numbers on the public GPU traces (fixtures/public_traces.py: ../shared/traces or
+TRACEPARSE_PUBLIC_TRACES, never committed), beside traceparse's ``gpu`` section: the table of
 docs/gpu.md.
 
     python bench/hta_gpu.py                                   # HTA of this Python (the ``hta`` extra, 0.5)
@@ -20,6 +21,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from fixtures import public_traces  # noqa: E402
+
 TRACES = {  # label: files (one run each)
     "nccl_parser_config": ["hta/nccl_parser_config/nccl_data.json.gz"],
     "trace_diff/control": ["hta/trace_diff/control/control.json.gz"],
@@ -169,7 +173,10 @@ def main():
                                                          "traceparse")
     args = ap.parse_args()
     labels = args.only or list(TRACES)
-    paths = {k: [ROOT / "fixtures/public" / p for p in TRACES[k]] for k in labels}
+    paths = {k: [public_traces.path(p) for p in TRACES[k]] for k in labels}
+    lost = [public_traces.missing(p) for k in labels for p in TRACES[k] if public_traces.missing(p)]
+    if lost:
+        sys.exit(lost[0])
     if args.hta_only:
         print(json.dumps({k: hta_numbers(v) for k, v in paths.items()}))
         return

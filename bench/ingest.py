@@ -58,7 +58,20 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = str(HERE.parent / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz")
+sys.path.insert(0, str(HERE.parent))
+from fixtures import public_traces  # noqa: E402 -- where the public traces are (never committed)
+
+SOURCE_TRACE = "hta/df_index_resolver/df_index_resolver.json.gz"  # the public trace replicated by default
+DEFAULT_SOURCE = str(public_traces.path(SOURCE_TRACE))
+
+
+def source_trace(given: str) -> Path:
+    """The trace to replicate: ``given`` (--trace), else the public trace; a missing one ends the bench with one
+    line saying how to get it."""
+    path = Path(given)
+    if not path.is_file():
+        sys.exit(public_traces.missing(SOURCE_TRACE) if given == DEFAULT_SOURCE else f"{path}: no such trace")
+    return path
 DEFAULT_OUT = HERE / "out"
 KINDS = ("hta", "traceparse", "floor")
 HEADER_SPAN = 64 << 10
@@ -453,7 +466,7 @@ def best_of(runs: list[dict]) -> dict:
 
 
 def bench(args, log) -> dict:
-    source = Path(args.source)
+    source = source_trace(args.source)
     out = Path(args.out)
     kinds = args.kinds
     hta_version = hta_available() if "hta" in kinds else None
@@ -549,7 +562,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 32], help="rank counts (default: 8 32)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="where the rank folders go (default bench/out)")
-    p.add_argument("--source", default=DEFAULT_SOURCE, help="the trace to replicate")
+    p.add_argument("--trace", "--source", dest="source", default=DEFAULT_SOURCE,
+                   help=f"the trace to replicate (default: the public trace {SOURCE_TRACE})")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="what to time")
     p.add_argument("--gzip-level", type=int, default=6, choices=range(1, 10), metavar="1-9")
     p.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest is kept")

@@ -40,7 +40,7 @@ def run(args, log) -> dict:
     htas = ingest.hta_interpreters(args.hta_python, log)
     rows = []
     for n in args.ranks:
-        folder = ingest.build_folder(Path(args.source), Path(args.out), n, 6, log)
+        folder = ingest.build_folder(ingest.source_trace(args.source), Path(args.out), n, 6, log)
         row = {"ranks": n, "json_mb": round(ingest.json_bytes(folder) / 1e6, 1)}
         log(f"N={n}: {row['json_mb']:.0f} MB of JSON")
 
@@ -105,7 +105,8 @@ def main(argv=None):
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 32])
     p.add_argument("--hta-python", nargs="*", default=[], metavar="PYTHON",
                    help="other interpreters with an HTA installed (e.g. a venv with traceinsight==0.6.1)")
-    p.add_argument("--source", default=ingest.DEFAULT_SOURCE)
+    p.add_argument("--trace", "--source", dest="source", default=ingest.DEFAULT_SOURCE,
+                   help=f"the trace to replicate (default: the public trace {ingest.SOURCE_TRACE})")
     p.add_argument("--out", default=str(ingest.DEFAULT_OUT))
     p.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest is kept")
     p.add_argument("--timeout", type=float, default=1800)

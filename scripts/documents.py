@@ -2,9 +2,10 @@
 """The analyze document of every bundled run, as a digest: proof that a change to how runs are loaded leaves
 every number the user reads unchanged.
 
-For each fixture run (``fixtures/runs/*``) and each bundled public trace (``fixtures/public``), the analyze
-document (``traceparse analyze --no-cache --format json``) with the repository's folder written as ``<root>``
-is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the recorded digests;
+For each fixture run (``fixtures/runs/*``) and each public trace (``fixtures/public_traces.py``: read from
+``../shared/traces``, never committed; left out when absent), the analyze document (``traceparse analyze
+--no-cache --format json``) with the repository's folder written as ``<root>`` and the public traces' as
+``<traces>`` is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the recorded digests;
 ``tests/test_documents.py`` computes them again and compares. ``--without KEY`` leaves a top-level section out of
 each document first: a change that adds a section checks that everything else is unchanged before writing again.
 
@@ -20,21 +21,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from fixtures import public_traces  # noqa: E402
 
 
 def runs() -> dict[str, Path]:
-    """{name: path}: every fixture run folder, then every public trace file."""
+    """{name: path}: every fixture run folder, then every public trace (present or not)."""
     out = {f"runs/{p.name}": p for p in sorted((ROOT / "fixtures" / "runs").iterdir()) if p.is_dir()}
-    public = ROOT / "fixtures" / "public"
-    for p in sorted(public.rglob("*")):
-        if p.is_file() and p.name.endswith((".json", ".json.gz")):
-            out[f"public/{p.relative_to(public)}"] = p
+    for rel in sorted(public_traces.names()):
+        out[f"public/{rel}"] = public_traces.path(rel)
     return out
 
 
 def canonical(doc: dict) -> str:
-    """The document as canonical JSON text, with the repository's folder as ``<root>``."""
+    """The document as canonical JSON text, with the public traces' folder as ``<traces>`` and the repository's as
+    ``<root>``."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    traces = public_traces.folder()
+    if traces is not None:
+        text = text.replace(json.dumps(str(traces))[1:-1], "<traces>")
     return text.replace(json.dumps(str(ROOT))[1:-1], "<root>")
 
 
@@ -57,6 +62,9 @@ def main(argv=None):
     found = {}
     for name, path in runs().items():
         if args.only and not any(o in name for o in args.only):
+            continue
+        if not path.exists():
+            print(f"{name}: skipped, {public_traces.missing(name.removeprefix('public/'))}", file=sys.stderr)
             continue
         found[name], text = digest(path, args.without)
         if args.write:

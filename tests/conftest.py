@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -9,27 +10,41 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))  # `import traces` whatever pytest's import mode
+for _p in (TESTS, TESTS.parent):  # `import traces`, `import fixtures` whatever pytest's import mode
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-# Real GPU traces from public repositories, bundled unchanged in the repository; their sources
-# and licenses: fixtures/public/README.md
-PUBLIC_TRACES = TESTS.parent / "fixtures" / "public"
+# Real GPU traces of other projects, never committed here: read from TRACEPARSE_PUBLIC_TRACES or
+# ../shared/traces (fixtures/public_traces.py; sources, checksums and licenses in fixtures/public_traces.toml)
+from fixtures import public_traces  # noqa: E402
+
+# set by .ci/run: a public trace missing there fails its test instead of skipping it
+REQUIRE_PUBLIC = "TRACEPARSE_REQUIRE_PUBLIC_TRACES"
 
 
 def public_trace_files() -> list[Path]:
-    """Every bundled public trace (``*.json``, ``*.json.gz`` under fixtures/public)."""
-    return sorted(p for p in PUBLIC_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    """Every public trace the tests use, present or not (a test of a missing one skips: ``public_trace``)."""
+    return public_traces.files()
 
 
 def public_trace(rel: str) -> Path:
-    """Path of one bundled public trace, ``rel`` to fixtures/public; a missing one fails the test."""
-    p = PUBLIC_TRACES / rel
-    if not p.is_file():
-        pytest.fail(
-            f"bundled public trace {rel} is missing: expected {p} (see fixtures/public/README.md)", pytrace=False
-        )
-    return p
+    """Path of the public trace ``rel`` (its name under the traces folder); when it is missing the test skips with
+    one line saying which and how to get it (fails where TRACEPARSE_REQUIRE_PUBLIC_TRACES is set, as in CI)."""
+    why = public_traces.missing(rel)
+    if why:
+        if os.environ.get(REQUIRE_PUBLIC):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    return public_traces.path(rel)
+
+
+def needed(path):
+    """``path`` itself, once it is there: a path of ``public_trace_files()`` goes through ``public_trace`` (the test
+    skips, saying which, when it is missing); anything else is returned as it is."""
+    files = public_trace_files()
+    if isinstance(path, Path) and path in files:
+        return public_trace(public_traces.names()[files.index(path)])
+    return path
 
 
 # Runs of fixtures/generate.py (real multi-process jobs), committed with their truth.json

@@ -42,7 +42,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[1] / "fixtures" / "public" / "hta" / "trace_diff" / "control" / "control.json.gz"
+SOURCE = "hta/trace_diff/control/control.json.gz"  # a public trace (fixtures/public_traces.py)
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 COMM_CALL = ("c10d::", "record_param_comms", "nccl:")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize")
@@ -52,7 +52,7 @@ def is_nccl_kernel(e) -> bool:
     return e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")
 
 
-def load_source(path: Path = SOURCE) -> dict:
+def load_source(path: Path) -> dict:
     with gzip.open(path) as fh:
         return json.load(fh)
 
@@ -187,9 +187,8 @@ def nccl_kernels(doc: dict) -> list[tuple[int, int]]:
     return [(c["kernel"]["ts"], c["kernel"]["ts"] + c["kernel"]["dur"]) for c in collective_calls(doc["traceEvents"])]
 
 
-def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, doc: dict | None = None,
-              metadata: bool = True):
-    """Write rank<r>.json.gz for r in 0..n_ranks-1 into ``out`` (without process-group metadata,
+def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, *, doc: dict, metadata: bool = True):
+    """Write rank<r>.json.gz for r in 0..n_ranks-1 of the source ``doc`` (``load_source``) into ``out`` (without process-group metadata,
     ``strip_metadata``, when ``metadata`` is false).
 
     Returns the paths and, per rank, its NCCL kernels' (start, end) in launch order, read from the
@@ -197,7 +196,7 @@ def write_run(out: Path, stalls: list[dict[int, int]], n_ranks: int = 4, doc: di
     """
     out.mkdir(parents=True, exist_ok=True)
     paths, kernels = [], {}
-    for r, d in enumerate(build(doc or load_source(), stalls, n_ranks)):
+    for r, d in enumerate(build(doc, stalls, n_ranks)):
         d = d if metadata else strip_metadata(d)
         p = out / f"rank{r}.json.gz"
         p.write_bytes(gzip.compress(json.dumps(d).encode(), compresslevel=1))

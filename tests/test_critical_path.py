@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_RUNS, committed_runs, public_trace_files
+from conftest import FIXTURE_RUNS, committed_runs, needed, public_trace, public_trace_files
 from traces import step, trace, write, x
 
 from traceparse import stats
@@ -107,7 +107,7 @@ RUNS = sorted(p.name for p in committed_runs().iterdir() if (p / "truth.json").i
                          + [pytest.param(p, marks=pytest.mark.slow) for p in public_trace_files()],
                          ids=lambda p: getattr(p, "name", p))
 def test_the_path_is_the_measured_step(path):
-    path = FIXTURE_RUNS / path if isinstance(path, str) else path
+    path = FIXTURE_RUNS / path if isinstance(path, str) else needed(path)
     with open_run([str(path)]) as con:
         cp = critical_path_section(con)
         windows = {r[0]: r[1] for r in con.execute(
@@ -180,7 +180,7 @@ def test_against_htas_critical_path_on_alexnet():
     import hta_critical_path as bench
 
     hta = json.loads(bench.HTA_RECORD.read_text())["paths"]
-    ours = bench.traceparse_paths()
+    ours = bench.traceparse_paths(public_trace(bench.TRACE))
     assert len(ours) == len(hta) == 2
     for o, h in zip(ours, hta, strict=True):
         assert o["length_ns"] == o["covered_ns"] == o["window_ns"]

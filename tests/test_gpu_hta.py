@@ -1,4 +1,4 @@
-"""The GPU section against HTA (the ``hta`` extra, 0.5) on every bundled GPU trace HTA reads: the temporal breakdown
+"""The GPU section against HTA (the ``hta`` extra, 0.5) on every public GPU trace HTA reads: the temporal breakdown
 within 0.5 percentage points, the idle breakdown per stream within 1% of the stream's idle, the launch statistics on
 the same launches, the queue length. HTA's numbers come from HTA itself (bench/hta_gpu.py ``hta_numbers``), run in
 the test.

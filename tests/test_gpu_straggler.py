@@ -16,8 +16,8 @@ from collections import defaultdict
 from itertools import pairwise
 
 import pytest
-from conftest import run_check
-from gpu_straggler import is_nccl_kernel, load_source, nccl_kernels, write_run
+from conftest import public_trace, run_check
+from gpu_straggler import SOURCE, is_nccl_kernel, load_source, nccl_kernels, write_run
 
 from traceparse.analyzers import imbalance
 
@@ -49,7 +49,7 @@ SCHEDULES = {"straggler": mostly_one_rank(), "balanced": [], "rotating": rotatin
 
 @pytest.fixture(scope="module")
 def source():
-    return load_source()
+    return load_source(public_trace(SOURCE))
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import public_trace
 from traces import load, rows
 
 from traceparse.cli import main
@@ -23,7 +24,7 @@ from traceparse.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 DDP2 = ROOT / "fixtures" / "runs" / "ddp2"
 DDP4 = ROOT / "fixtures" / "runs" / "ddp4"
-BIG = ROOT / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
+BIG = "hta/df_index_resolver/df_index_resolver.json.gz"  # a public trace (conftest.public_trace)
 
 
 def run_cli(*args, stdin=None):
@@ -115,7 +116,7 @@ def _loading(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     for r in range(4):
-        shutil.copy(BIG, run / f"rank{r}.json.gz")
+        shutil.copy(public_trace(BIG), run / f"rank{r}.json.gz")
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "TRACEPARSE_CACHE": str(tmp_path / "cache")}
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "traceparse.cli", "analyze", str(run), "--allow-mixed"],

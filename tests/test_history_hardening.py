@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from conftest import public_trace
 
 from traceparse.history import store as history
 from traceparse.cli import main
@@ -382,7 +383,7 @@ def test_missing_ranks_against_the_base_when_the_new_run_declares_no_world_size(
 
 def test_the_same_ranks_in_both_runs_compare_like_for_like():
     """One profiled rank of a 300-rank job (a public GPU trace), in both runs: not incomplete, and said."""
-    trace = next((ROOT / "fixtures" / "public").rglob("rank-34.*.pt.trace.json.gz"))
+    trace = public_trace("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
     r = run_cli("compare", trace, trace, "--format", "json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

@@ -1,7 +1,7 @@
 """``traceparse compare``'s kernel-by-kernel section (traceparse.history.kernel_diff): per name, time and calls per
 rank per step, NEW against BASE.
 
-Expected values are computed here from the trace files' JSON (HTA's bundled trace_diff pair, and a copy of its
+Expected values are computed here from the trace files' JSON (HTA's trace_diff pair, a public trace, and a copy of its
 control run with one kernel made 3x slower), never copied from the section itself.
 """
 

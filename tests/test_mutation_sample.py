@@ -18,6 +18,8 @@ from collections import Counter
 
 import pytest
 
+from conftest import public_trace
+from mutation.bases import PUBLIC_NEEDED
 from mutation.campaign import run_cases
 from mutation.generate import CLASSES, OPS, generate_cases
 from mutation.surfaces import SURFACE_CLASSES
@@ -39,6 +41,13 @@ def _sample():
         _state["cases"] = generate_cases(CASES, SEED, LOADING_CLASSES) + [
             c for cls, n in SURFACE_CASES.items() for c in generate_cases(n, SEED, [cls])]
     return _state["cases"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def public_bases():
+    """Cases start from public traces too: without them the sample skips, saying which is missing."""
+    for rel in PUBLIC_NEEDED:
+        public_trace(rel)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Wherever the analyze document states one quantity in two sections, the values are equal.
 
-Over every fixture run and every bundled public GPU trace:
+Over every fixture run and every public GPU trace (fixtures/public_traces.py):
 - compute per rank: bubble.per_stage vs imbalance.per_rank vs summary.per_rank (per step window);
 - communication time per rank: summary.per_rank vs overlap.per_rank;
 - per-strategy communication time sums to the per-rank total plus the time strategies communicate at
@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import needed, public_trace, public_trace_files
 from test_repeat_runs import windowed
 
 from traceparse.document import document
@@ -25,12 +26,12 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 # a run profiled in several windows is read window by window (tests/test_repeat_runs.py), not as one folder
 RUNS = sorted(p for p in (ROOT / "fixtures" / "runs").iterdir() if p.is_dir() and not windowed(p))
-PUBLIC = sorted((ROOT / "fixtures" / "public").rglob("*.json.gz"))
+PUBLIC = public_trace_files()
 
 
 def test_every_bundled_input_is_covered():
     assert len(RUNS) >= 21
-    assert len(PUBLIC) >= 10, "the bundled public traces (fixtures/public) are missing"
+    assert len(PUBLIC) >= 10, "fixtures/public_traces.toml lists the public traces"
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def doc(store):
 
     def get(path):
         if path not in done:
-            done[path] = document(store(path))
+            done[path] = document(store(needed(path)))
         return done[path]
 
     return get
@@ -180,8 +181,7 @@ def test_comm_share_of_a_gpu_running_behind_its_cpu(doc):
     the busy share of the communication stream)."""
     from traceparse.render.text import render
 
-    path = ROOT / "fixtures" / "public" / "tracelens" / "mi300_resnet_ddp_rank0.json.gz"
-    d = doc(path)
+    d = doc(public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz"))
     (r,) = d["summary"]["per_rank"]
     assert r["comm_ns"] > r["window_ns"]  # comm total: launched in the steps, executing past them
     assert r["comm_fraction"] == 0.8242

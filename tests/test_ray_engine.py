@@ -19,10 +19,11 @@ import pytest
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'traceparse[ray]')")
 import psutil  # noqa: E402 -- a dependency of Ray
+from conftest import public_trace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "fixtures" / "runs"
-BIG = REPO / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 54 MB of JSON
+BIG = "hta/df_index_resolver/df_index_resolver.json.gz"  # 54 MB of JSON, a public trace (conftest.public_trace)
 RAY = Path(sys.executable).with_name("ray")
 sys.path.insert(0, str(REPO / "bench"))
 import replicate  # noqa: E402 -- bench/ is no package
@@ -114,7 +115,7 @@ def test_a_64_rank_replica_gives_the_same_document(cluster, tmp_path):
 
 def test_a_worker_killed_mid_parse_gives_the_same_result(cluster, tmp_path):
     """The worker parsing the 54 MB trace is killed (SIGKILL) while it parses: Ray runs the task again."""
-    shutil.copy(BIG, tmp_path / "rank0.json.gz")
+    shutil.copy(public_trace(BIG), tmp_path / "rank0.json.gz")
     code, local = analyze([tmp_path])
     assert code == 0
     env = environ(TRACEPARSE_CACHE=str(tmp_path / "cache"))

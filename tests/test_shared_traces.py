@@ -1,4 +1,5 @@
-"""Every bundled public trace (fixtures/public) loads, and the store agrees with the JSON.
+"""Every public trace (fixtures/public_traces.toml, read from ../shared/traces) loads, and the store agrees with the
+JSON.
 
 Expected values are computed here from the file itself with plain gzip + json,
 never copied from traceparse's output.
@@ -15,24 +16,14 @@ from collections import Counter, defaultdict
 from functools import lru_cache
 
 import pytest
-from conftest import PUBLIC_TRACES, public_trace, public_trace_files
+from conftest import public_trace
 from traces import load, rows, scalar
+
+from fixtures import public_traces
 
 pytestmark = pytest.mark.slow
 
-FILES = public_trace_files()
-
-
-def _rel(p):
-    return str(p.relative_to(PUBLIC_TRACES))
-
-
-def test_public_traces_are_bundled():
-    """The traces are in the repository, each listed in fixtures/public/README.md with its source."""
-    assert FILES, f"no bundled public traces in {PUBLIC_TRACES}"
-    readme = (PUBLIC_TRACES / "README.md").read_text()
-    listed = set(re.findall(r"^\| `([^`]+\.json(?:\.gz)?)` \|", readme, re.MULTILINE))
-    assert listed == {_rel(p) for p in FILES}
+NAMES = public_traces.names()
 
 
 @lru_cache(maxsize=None)
@@ -72,10 +63,9 @@ def store(tmp_path_factory):
 RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("path", FILES or [None], ids=lambda p: _rel(p) if p else "none")
-def test_real_trace_loads_and_counts_match(path, store):
-    if path is None:
-        pytest.fail(f"no bundled public traces in {PUBLIC_TRACES}", pytrace=False)
+@pytest.mark.parametrize("rel", NAMES)
+def test_real_trace_loads_and_counts_match(rel, store):
+    path = public_trace(rel)
     doc = raw(path)
     con = store(path)
     evs = complete(doc)

@@ -1,6 +1,6 @@
 """Sizes of communication operations on traces whose record_param_comms carry none.
 
-On the bundled public traces, every expected size is read here from the raw JSON with plain
+On the public traces (fixtures/public_traces.py), every expected size is read here from the raw JSON with plain
 gzip + json (the ``nccl:<op>`` annotation's "Input Dims"/"Input type", the enclosing c10d op's
 shapes), never copied from traceparse's output; the tiny hand-written traces cover each source
 of a size ('args', 'annotation shapes', 'c10d shapes', 'kernel args', 'peer ranks') and the load

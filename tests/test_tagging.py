@@ -1,5 +1,5 @@
 """Tagging rules: the rule files themselves, and the tags on real GPU traces whose truth is
-known from their source (see fixtures/public/README.md)."""
+known from their source (see fixtures/public_traces.toml)."""
 
 import json
 

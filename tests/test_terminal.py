@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.document import document
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 DDP4 = ROOT / "fixtures" / "runs" / "ddp4"  # 4 rank files (and a truth.json, read, then skipped)
-BIG = ROOT / "fixtures" / "public" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"  # 3 MB
+BIG = "hta/df_index_resolver/df_index_resolver.json.gz"  # 3 MB, a public trace (conftest.public_trace)
 RANK_FILES = sorted(DDP4.glob("rank*.json.gz"))
 FOLDER_FILES = sorted(RANK_FILES + [DDP4 / "truth.json"])  # the folder's candidates, each read by a worker
 SIZES = [f.stat().st_size for f in FOLDER_FILES]
@@ -190,7 +191,7 @@ def test_terminal_has_colour_and_a_bar():
 def test_interrupt_on_a_terminal_erases_the_bar(tmp_path, isolated_dirs):
     """Ctrl-C while the bar shows: the bar goes, one line, exit 130, nothing left in $TMPDIR or the cache."""
     for r in range(4):
-        shutil.copy(BIG, tmp_path / f"rank{r}.json.gz")
+        shutil.copy(public_trace(BIG), tmp_path / f"rank{r}.json.gz")
 
     def parsing(out):
         return BAR_OF_4.search(out) and list(isolated_dirs["cache"].glob("*.ranks/*/raw/slot=*/*.parquet"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.document import document
@@ -477,7 +478,7 @@ def test_communication_fit_is_least_squares_of_time_on_bytes():
     the profiled operations (bytes: the larger of input and output; time: execution, else the CPU call)."""
     import statistics
 
-    trace = Path(__file__).resolve().parents[1] / "fixtures" / "public" / "tracelens" / "mi300_resnet_ddp_rank0.json.gz"
+    trace = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     with open_run([trace]) as con:
         doc = whatif_document(con, document(con, 10, {}), {"dp": 2})
         ops = con.execute(

@@ -12,11 +12,15 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from fixtures import public_traces  # noqa: E402 -- the public traces' one locator
 _DEC = json.JSONDecoder()
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -232,9 +236,18 @@ def tiny_text(rank: int | None = 0, world: int = 1, info_after: bool = False) ->
 class Base:
     name: str
     file_name: str  # the name it is written under in a single-file case
-    source: str  # where it comes from (a fixture path or 'hand-made')
+    source: str  # where it comes from (a fixture path, a public trace or 'hand-made')
     weight: int  # relative chance of being picked
-    gz_path: str | None = None
+    gz_path: str | None = None  # a path in the repository, or "public:<name>" for a public trace
+
+    @property
+    def file(self) -> Path | None:
+        """The original gzipped file, if any (a public trace is read from fixtures/public_traces.py's folder)."""
+        if self.gz_path is None:
+            return None
+        if self.gz_path.startswith("public:"):
+            return public_traces.path(self.gz_path.removeprefix("public:"))
+        return REPO / self.gz_path
 
     @property
     def data(self) -> bytes:
@@ -247,7 +260,7 @@ class Base:
     @property
     def gz(self) -> bytes | None:
         """The original compressed bytes (real fixtures), else None."""
-        return (REPO / self.gz_path).read_bytes() if self.gz_path else None
+        return self.file.read_bytes() if self.file else None
 
     @property
     def rank(self):
@@ -261,15 +274,20 @@ BASES = {
         Base("tiny", "rank0.json", "hand-made (tests/mutation/bases.py)", 6),
         Base("tiny_r3", "trace.json", "hand-made, rank 3 of 4 (a name without the rank)", 3),
         Base("tiny_trailer", "trace.json", "hand-made, distributedInfo (rank 3 of 4) after traceEvents", 2),
-        Base("cpu_only", "cpu_only.pt.trace.json", "fixtures/public/hta/cpu_only (rank 34 of 300)", 3,
-             "fixtures/public/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
+        Base("cpu_only", "cpu_only.pt.trace.json", "public trace hta/cpu_only (rank 34 of 300)", 3,
+             "public:hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
         Base("ddp2_rank0", "rank0.json", "fixtures/runs/ddp2/rank0.json.gz", 1, "fixtures/runs/ddp2/rank0.json.gz"),
-        Base("rank_unavailable", "rank_not_found.json", "fixtures/public/hta/rank_unavailable", 1,
-             "fixtures/public/hta/rank_unavailable/rank_not_found.json.gz"),
-        Base("sampled_rank0", "sampled_rank-0.json", "fixtures/public/hta/trace_filter/sampled_rank-0.json.gz", 1,
-             "fixtures/public/hta/trace_filter/sampled_rank-0.json.gz"),
+        Base("rank_unavailable", "rank_not_found.json", "public trace hta/rank_unavailable", 1,
+             "public:hta/rank_unavailable/rank_not_found.json.gz"),
+        Base("sampled_rank0", "sampled_rank-0.json", "public trace hta/trace_filter/sampled_rank-0.json.gz", 1,
+             "public:hta/trace_filter/sampled_rank-0.json.gz"),
     ]
 }
+
+
+# the public traces the bases and their partner files are read from
+PUBLIC_NEEDED = sorted({b.gz_path.removeprefix("public:") for b in BASES.values() if (b.gz_path or "").startswith("public:")}
+                       | {"hta/trace_filter/sampled_rank-1.json.gz"})
 
 
 @cache
@@ -280,7 +298,7 @@ def _data(name: str) -> bytes:
         return tiny_text(rank=3, world=4)
     if name == "tiny_trailer":
         return tiny_text(rank=3, world=4, info_after=True)
-    return gzip.decompress((REPO / BASES[name].gz_path).read_bytes())
+    return gzip.decompress(BASES[name].gz)
 
 
 @cache

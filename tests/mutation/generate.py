@@ -34,7 +34,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from functools import cache
 
-from .bases import BASES, REPO, Doc, Member, scan, tiny_text
+from .bases import BASES, REPO, Doc, Member, public_traces, scan, tiny_text
 
 CLASSES = {
     "exponent": "numbers with huge negative exponents (1e-999999999) in ts/dur (class 1)",
@@ -217,7 +217,7 @@ def partner(name: str) -> tuple[str, bytes, int]:
         data = (REPO / "fixtures/runs/ddp2/rank1.json.gz").read_bytes()
         return "rank1.json.gz", data, scan(gzip.decompress(data)).complete()
     if name == "sampled_rank0":
-        data = (REPO / "fixtures/public/hta/trace_filter/sampled_rank-1.json.gz").read_bytes()
+        data = public_traces.path("hta/trace_filter/sampled_rank-1.json.gz").read_bytes()
         return "sampled_rank-1.json.gz", data, scan(gzip.decompress(data)).complete()
     if name == "cpu_only":
         doc = base_doc(name)

@@ -1,7 +1,7 @@
 """Tiny multi-rank traces of communication, for the tag rule and comm_features tests.
 
 Each call below writes the events PyTorch's profiler records for one communication
-call, as the fixtures (fixtures/runs, gloo) and the GPU traces (fixtures/public, NCCL)
+call, as the fixtures (fixtures/runs, gloo) and the public GPU traces (NCCL)
 show them:
 
 - ``gloo(...)``: the ``c10d::<op>`` cpu_op with "Input Dims", "Input type" and
