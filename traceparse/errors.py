@@ -1,16 +1,17 @@
 """The one error type that reaches the user: bad input, named by file and problem."""
 
+from traceparse.escape import terminal
+
 
 def shown(text) -> str:
     """``text`` (a file name, a message) as one printable line of valid UTF-8: a file name's undecodable bytes
-    (surrogate escapes) as ``\\xNN``, control characters (a newline in a name) as escapes."""
+    (surrogate escapes) as ``\\xNN``, then control and invisible characters as ``escape.terminal`` shows them."""
     s = str(text)
     try:
         raw = s.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a lone surrogate that stands for no byte
         raw = s.encode("utf-8", "backslashreplace")
-    s = raw.decode("utf-8", "backslashreplace")
-    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return terminal(raw.decode("utf-8", "backslashreplace"))
 
 
 class TraceError(Exception):

@@ -3,10 +3,13 @@
 All put a layout change first, then the notes on how the runs were compared, why the comparison is
 incomplete (a run missing ranks), the regressions, every compared metric (layout metrics are in the layout
 line), what changed kernel by kernel (the ``diff`` section, traceparse.history.kernel_diff), and the verdict.
-A value the run does not give prints as ``-``. The HTML page is one offline file without scripts; everything
-from a trace (file and kernel names) reaches it through ``page.text``.
+A value the run does not give prints as ``-``. Everything from a trace (file and kernel names) is data: the text
+shows it through ``escape.terminal`` (a name's newline, ESC or bidi override as a visible escape), the Markdown
+through ``escape.markdown_cell`` (one table row per name, never a link, an image or a heading), the HTML page,
+one offline file without scripts, through ``page.text``.
 """
 
+from traceparse.escape import markdown_cell, terminal
 from traceparse.render.page import CSP, STYLE, text as esc
 from traceparse.render.text import table
 from traceparse.units import size
@@ -150,12 +153,13 @@ def render_diff_text(d: dict | None) -> list[str]:
     if d is None:
         return []
     if d["status"] != "ok":
-        return [f"{DIFF_TITLE}: not applicable ({d.get('reason', '')})", ""]
+        return [f"{DIFF_TITLE}: not applicable ({terminal(d.get('reason', ''))})", ""]
     out = [f"{DIFF_TITLE} (traceparse explain diff)", f"  {diff_step_line(d)}"]
     for key, kind, title in DIFF_KINDS:
         if not d[key]:
             continue
         out += ["", f"  {diff_heading(d, key, kind, title)}:"]
+        # one line per name: table() shows a newline in a name as '\n', so its lines match the notes
         lines = table([kind, *DIFF_HEADERS], [[diff_name(r), *diff_cells(r)] for r in d[key]]).split("\n")
         notes = ["note", "----", *map(_only, d[key])] if any(r["only_in"] for r in d[key]) else [""] * len(lines)
         out += [f"    {line}  {note}".rstrip() for line, note in zip(lines, notes, strict=True)]
@@ -163,64 +167,66 @@ def render_diff_text(d: dict | None) -> list[str]:
 
 
 def render_text(doc: dict) -> str:
-    out = [layout_line(doc), *(f"  note: {n}" for n in doc["notes"]), run_line("base", doc.get("base")),
-           run_line("new", doc.get("new")), ""]
+    out = [terminal(layout_line(doc)), *(f"  note: {terminal(n)}" for n in doc["notes"]),
+           terminal(run_line("base", doc.get("base"))), terminal(run_line("new", doc.get("new"))), ""]
     if doc.get("incomplete"):
-        out += ["incomplete:", *(f"  ! {why}" for why in doc["incomplete"]), ""]
+        out += ["incomplete:", *(f"  ! {terminal(why)}" for why in doc["incomplete"]), ""]
     if doc["regressions"]:
         by_id = {r["id"]: r for r in doc["metrics"]}
         out.append("regressions:")
         out += [f"  ! {r['id']}: {value(by_id[r['id']]['base'], by_id[r['id']]['unit'])} -> "
-                f"{value(by_id[r['id']]['new'], by_id[r['id']]['unit'])}: {r['note']}" for r in doc["regressions"]]
+                f"{value(by_id[r['id']]['new'], by_id[r['id']]['unit'])}: {terminal(r['note'])}"
+                for r in doc["regressions"]]
         out.append("")
     rows = _rows(doc)
     cells = [[("! " if r["regressed"] else "  ") + r["id"], value(r["base"], r["unit"]), value(r["new"], r["unit"]),
               delta(r), relative(r), r["threshold"] or "-"] for r in rows]
     lines = table(["  metric", "base", "new", "delta", "relative", "threshold"], cells).split("\n")
-    out += [f"{line}  {note}" for line, note in zip(lines, ["note", "----", *(r["note"] for r in rows)], strict=True)]
+    notes = ["note", "----", *(terminal(r["note"]) for r in rows)]
+    out += [f"{line}  {note}" for line, note in zip(lines, notes, strict=True)]
     out += ["", *render_diff_text(doc.get("diff")), verdict_line(doc)]
-    return "\n".join(out)
+    return terminal("\n".join(out), newlines=True)
 
 
 def render_markdown(doc: dict) -> str:
     out = [f"### {MARK[doc['verdict']]} traceparse compare: {doc['verdict']}", "",
-           f"**{_md(layout_line(doc))}**", ""]
-    out += [f"> {_md(n)}" for n in doc["notes"]] + ([""] if doc["notes"] else [])
-    out += [f"- {_md(run_line(name, doc.get(name)))}" for name in ("base", "new")] + [""]
-    out += [f"> {MARK['incomplete']} **incomplete:** {_md(why)}" for why in doc.get("incomplete", [])]
+           f"**{markdown_cell(layout_line(doc))}**", ""]
+    out += [f"> {markdown_cell(n)}" for n in doc["notes"]] + ([""] if doc["notes"] else [])
+    out += [f"- {markdown_cell(run_line(name, doc.get(name)))}" for name in ("base", "new")] + [""]
+    out += [f"> {MARK['incomplete']} **incomplete:** {markdown_cell(why)}" for why in doc.get("incomplete", [])]
     out += [""] if doc.get("incomplete") else []
     out += ["| | metric | base | new | delta | relative | threshold | note |",
             "|---|---|--:|--:|--:|--:|--:|---|"]
     for r in _rows(doc):
-        cells = [MARK["regressed"] if r["regressed"] else "", f"`{r['id']}`", value(r["base"], r["unit"]),
-                 value(r["new"], r["unit"]), delta(r), relative(r), r["threshold"] or "-", r["note"]]
-        out.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    out += ["", *render_diff_markdown(doc.get("diff")), f"_{_md(verdict_line(doc))}_"]
-    return "\n".join(out)
+        cells = [MARK["regressed"] if r["regressed"] else "", markdown_cell(r["id"], code=True),
+                 value(r["base"], r["unit"]), value(r["new"], r["unit"]), delta(r), relative(r),  # numbers
+                 markdown_cell(r["threshold"] or "-"), markdown_cell(r["note"])]
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", *render_diff_markdown(doc.get("diff")), f"_{markdown_cell(verdict_line(doc))}_"]
+    return terminal("\n".join(out), newlines=True)
 
 
 def render_diff_markdown(d: dict | None) -> list[str]:
-    """The ``diff`` section as Markdown tables, names in code spans (a kernel's '<' and '>' stay text)."""
+    """The ``diff`` section as Markdown tables, names in code spans (a kernel's '<' and '>' stay text) where a code
+    span holds them (``escape.markdown_cell``)."""
     if d is None:
         return []
     if d["status"] != "ok":
-        return [f"#### {DIFF_TITLE}", "", f"Not applicable: {_md(d.get('reason', ''))}.", ""]
-    out = [f"#### {DIFF_TITLE}", "", f"Per rank per step; {_md(diff_step_line(d))} (`traceparse explain diff`).", ""]
+        return [f"#### {DIFF_TITLE}", "", f"Not applicable: {markdown_cell(d.get('reason', ''))}.", ""]
+    out = [f"#### {DIFF_TITLE}", "",
+           f"Per rank per step; {markdown_cell(diff_step_line(d))} (`traceparse explain diff`).", ""]
     for key, kind, title in DIFF_KINDS:
         if not d[key]:
             continue
-        out += [f"**{_md(diff_heading(d, key, kind, title))}**", "",
+        out += [f"**{markdown_cell(diff_heading(d, key, kind, title))}**", "",
                 f"| {kind} | {' | '.join(DIFF_HEADERS)} |", "|---|--:|--:|--:|--:|--:|"]
         for r in d[key]:
-            name = "`" + short(r["name"]).replace("`", "'") + "`" + (f" [{r['strategy']}]" if r["strategy"] else "")
-            name += f" _({_only(r)})_" if r["only_in"] else ""
-            out.append("| " + " | ".join(_md(c) for c in [name, *diff_cells(r)]) + " |")
+            name = markdown_cell(short(r["name"]), code=True)
+            name += f" [{markdown_cell(r['strategy'])}]" if r["strategy"] else ""
+            name += f" _({markdown_cell(_only(r))})_" if r["only_in"] else ""
+            out.append("| " + " | ".join([name, *diff_cells(r)]) + " |")  # the numbers need no escaping
         out.append("")
     return out
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|")
 
 
 PAGE = """<!doctype html>

@@ -1,6 +1,7 @@
 """The analyze document's ``critical_path`` for a terminal: per step, its length, where it runs (by rank, by
 cause) and its longest pieces."""
 
+from traceparse.escape import terminal
 from traceparse.render.plain_table import table
 from traceparse.units import ms, pct
 
@@ -17,9 +18,9 @@ def render_critical_path(doc: dict, summarized: bool = False) -> str:
     if cp.get("status") != "ok":
         return f"critical path: not applicable ({cp.get('reason') or 'no critical path section'})"
     out = ["critical path: per step, the chain of work and transfers that ended last (explain: critical_path)"]
-    out += [f"  {f}" for f in cp["findings"]]
+    out += [f"  {terminal(f)}" for f in cp["findings"]]
     if summarized:  # one line on the first screen of a large run
-        return "critical path (explain: critical_path; per step: --full): " + "; ".join(cp["findings"])
+        return "critical path (explain: critical_path; per step: --full): " + "; ".join(map(terminal, cp["findings"]))
     rows = []
     for s in cp["steps"]:
         n = s["length_ns"]

@@ -10,6 +10,7 @@ import re
 import textwrap
 
 from traceparse.document.reference import CITED, cited_sections
+from traceparse.escape import terminal
 
 WIDTH = 100
 CHECK_FIELDS = ("definition", "numerator", "denominator", "needs", "notes")
@@ -31,9 +32,9 @@ def labelled(label: str, text: str, width: int = WIDTH) -> str:
 def with_docs(text: str) -> str:
     """``text`` and, when it cites docs/parallelism.md, a last line naming ``traceparse docs N`` for each section."""
     sections = cited_sections(text)
-    if not sections:
-        return text
-    return text + "\n  read: " + "; ".join(f"traceparse docs {n}" for n in sections)
+    if sections:
+        text += "\n  read: " + "; ".join(f"traceparse docs {n}" for n in sections)
+    return terminal(text, newlines=True)  # a rule file's examples may hold any text
 
 
 def render_check(spec: dict) -> str:

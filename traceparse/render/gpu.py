@@ -3,6 +3,7 @@ GPU's time went and what kept it idle; per stream, HTA's idle categories and the
 launched. A run of more than ``SMALL_RUN`` ranks shows its whole-span rows and the named causes only."""
 
 from traceparse.render.page import text as esc
+from traceparse.escape import terminal
 from traceparse.render.plain_table import table
 from traceparse.units import ms, pct
 
@@ -37,7 +38,7 @@ def render_gpu(doc: dict, full: bool = False) -> str:
     shown = _spread(gpu) if many else gpu["temporal"]
     out = [f"gpu [{gpu['status']}]: where each GPU's time went, per step and over HTA's span "
            "(explain: gpu.temporal, gpu.idle_causes)"]
-    out += [f"  {f}" for f in gpu["findings"]]
+    out += [f"  {terminal(f)}" for f in gpu["findings"]]
     out.append(table(
         ["rank", "step", "GPU span", "compute", "non-compute", "idle", "idle by cause (share of the span)"],
         [[r["rank"], _step(r), ms(r["span_ns"]), pct(r["compute"]), pct(r["non_compute"]), pct(r["idle"]),

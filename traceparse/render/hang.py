@@ -1,7 +1,9 @@
 """Text of ``traceparse hang``: the root cause first, then what it explains, contradictions between dumps, and every
-rank's last completed collective per group with what its dump holds after it."""
+rank's last completed collective per group with what its dump holds after it. What a dump names (a group's
+description, an op, a frame) is shown by ``escape.terminal``: its control characters as visible escapes."""
 
 from traceparse.document.hang import OUTCOMES
+from traceparse.escape import terminal
 from traceparse.render.text import table
 
 
@@ -16,17 +18,17 @@ def _group(d) -> str:
 def _name(d) -> str:
     """A group's description and name: two groups of the same ranks differ by these (``default_pg`` pg 0)."""
     desc, name = d.get("pg_desc"), d.get("pg_name")
-    return f"{desc}, pg {name}" if desc and name is not None else str(desc or f"pg {name}")
+    return terminal(f"{desc}, pg {name}" if desc and name is not None else str(desc or f"pg {name}"))
 
 
 def _call(c) -> str:
     seq = f" #{c['seq']}" if c.get("seq") is not None else ""
-    return f"{c['op']}{seq} on group {c['group_ranks']} ({_name(c)})"
+    return f"{terminal(c['op'])}{seq} on group {c['group_ranks']} ({_name(c)})"
 
 
 def _divergence(d) -> list[str]:
     seq = f" #{d['seq']}" if d["seq"] is not None else ""
-    out = [f"  {d['kind']}: {d['op']}{seq} on {_group(d)}"]
+    out = [f"  {d['kind']}: {terminal(d['op'])}{seq} on {_group(d)}"]
     if d["missing"]:
         out.append(f"    entered: {d['entered']}; never entered: {d['missing']}")
     if d.get("why"):
@@ -41,15 +43,15 @@ def _divergence(d) -> list[str]:
         out.append(f"    rank {e['rank']} skipped it: it went on to {_call(e)} ({OUTCOMES[e['outcome']]}), which its "
                    "own earlier steps issue after this one")
     for r, c in d["calls"].items():
-        where = f"; called from {c['frame']}" if c.get("frame") else ""
+        where = f"; called from {terminal(c['frame'])}" if c.get("frame") else ""
         peer = "" if c.get("peer") is None else f" {'to' if c['op'] == 'send' else 'from'} {c['peer']}"
         outcome = OUTCOMES.get(c.get("outcome"), c["state"])
-        out.append(f"    rank {r}: {c['op']}{peer} sizes {c['input_sizes']} dtypes {c['input_dtypes']}, {outcome}{where}")
+        out.append(f"    rank {r}: {terminal(c['op'])}{peer} sizes {c['input_sizes']} dtypes {c['input_dtypes']}, {outcome}{where}")
     for r, c in (d.get("instead") or {}).items():
         if c is None:
             out.append(f"    rank {r} instead: nothing recorded (no dump, no trace of it)")
             continue
-        where = f"; called from {c['frame']}" if c.get("frame") else ""
+        where = f"; called from {terminal(c['frame'])}" if c.get("frame") else ""
         out.append(f"    rank {r} instead: last call {_call(c)} ({OUTCOMES.get(c['outcome'], c['state'])}){where}")
         blocked = [b for b in c.get("blocked_in") or () if (b["seq"], b["group_ranks"]) != (c["seq"], c["group_ranks"])
                    or b["op"] != c["op"]]
@@ -59,7 +61,7 @@ def _divergence(d) -> list[str]:
         if (w := c.get("at_dump")):
             peer = "" if w["peer"] is None else f" {'to' if w['op'] == 'send' else 'from'} {w['peer']}"
             what = f"blocked in {w['op']}{peer} on group {w['group_ranks']}" if w["op"] else "in no collective"
-            out.append(f"    rank {r} at its dump ({w['why']}): {what}, in {w['frame'] or 'torch'}")
+            out.append(f"    rank {r} at its dump ({w['why']}): {what}, in {terminal(w['frame'] or 'torch')}")
     return out
 
 
@@ -94,4 +96,4 @@ def render_hang(doc) -> str:
     if rows:
         out += ["", "last completed collective per rank and group (then: the later calls its dump holds)",
                 table(["rank", "group", "desc", "op", "seq", "then"], rows)]
-    return "\n".join(out)
+    return terminal("\n".join(out), newlines=True)

@@ -6,6 +6,10 @@ The analyze report fits a terminal's first screen on any job: a run of more than
 summarized per-rank table (the min / median / max rank by step mean and the ranks a check names, the ranks
 beyond the spread listed) in place of the per-rank tables, the pipeline stages one row each, and the heaviest
 ``SHORT_TOP`` kernels; ``render(doc, full=True)`` (``analyze --full``, the HTML page) prints every table whole.
+
+Text from a trace (names, labels, file paths, findings that quote them) is shown by ``escape.terminal``: a table
+cell or a one-line item (a finding, a note, a piece of evidence) with its control characters, newlines included,
+as visible escapes; each report whole once more with the newlines it wrote kept.
 """
 
 import re
@@ -14,6 +18,7 @@ import statistics
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
 from traceparse.render.critical_path import render_critical_path
+from traceparse.escape import terminal
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
 from traceparse.units import first_of, ms, pct, size
@@ -32,7 +37,8 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
     many = not full and len(s["per_rank"]) > SMALL_RUN
     out = [
         f"run: {len(run['files'])} file(s), ranks {_ranks(run['ranks'])}, world size {run['world_size'] or 'unknown'}, "
-        f"backend {', '.join(run['backend']) or 'unknown'}, devices {', '.join(run['devices']) or 'not recorded'}",
+        f"backend {', '.join(map(terminal, run['backend'])) or 'unknown'}, "
+        f"devices {', '.join(map(terminal, run['devices'])) or 'not recorded'}",
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
         f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
         "",
@@ -100,7 +106,7 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         "",
         _issues(doc["load_issues"]),
     ]
-    return "\n".join(out)
+    return terminal("\n".join(out), newlines=True)
 
 
 def _ranks(ranks):
@@ -113,7 +119,7 @@ def _issues(issues):
     if not issues:
         return "load issues: none"
     lines = [f"load issues ({len(issues)}):"]
-    lines += [f"  {i['severity']}: {i['file'] or 'run'}: {i['what']}" for i in issues]
+    lines += [f"  {i['severity']}: {terminal(i['file'] or 'run')}: {terminal(i['what'])}" for i in issues]
     return "\n".join(lines)
 
 
@@ -121,13 +127,14 @@ def render_layout(doc) -> str:
     lay = doc["layout"]
     keys = LAYOUT_KEYS
     out = ["layout (inferred; explain: layout)", "  " + "  ".join(f"{k}={_val(lay[k])}" for k in keys)]
-    out += [f"  {k}: {lay['evidence'][k]}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
+    out += [f"  {k}: {terminal(lay['evidence'][k])}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
     out += _metadata_lines(doc.get("metadata") or {})
     check = doc.get("layout_check", {})
     for c in check.get("stated", []):
-        out.append(f"  {c.get('source', 'stated')} {c['key']}={c['stated']}: {c['status']} (inferred {_val(c['inferred'])})")
-    out += [f"  warning: {w}" for w in check.get("lint", [])]
-    return "\n".join(out)
+        out.append(f"  {terminal(c.get('source', 'stated'))} {c['key']}={terminal(c['stated'])}: {c['status']} "
+                   f"(inferred {_val(c['inferred'])})")
+    out += [f"  warning: {terminal(w)}" for w in check.get("lint", [])]
+    return terminal("\n".join(out), newlines=True)
 
 
 def _metadata_lines(meta) -> list[str]:
@@ -136,8 +143,8 @@ def _metadata_lines(meta) -> list[str]:
         return []
     vals = meta["values"]
     head = (f"  metadata (traceparse profiler plugin v{meta['version']}, torch {meta.get('torch_version') or '?'}, "
-            f"ranks {_ranks(meta['ranks'])}): " + "  ".join(f"{k}={_val(v)}" for k, v in vals.items()))
-    return [head] + [f"  metadata note: {n}" for n in meta["notes"]]
+            f"ranks {_ranks(meta['ranks'])}): " + "  ".join(f"{k}={terminal(_val(v))}" for k, v in vals.items()))
+    return [head] + [f"  metadata note: {terminal(n)}" for n in meta["notes"]]
 
 
 INPUT_BYTES = "input bytes"  # what the ranks pass to the calls (comm_ops.bytes_in): explain input_bytes
@@ -212,8 +219,8 @@ def check_lines(cid, c, findings=True, note=None) -> list[str]:
     """``  <check>: <status> (<reason or note>)`` and, with ``findings``, one ``    - `` line per finding."""
     head = f"  {cid}: {c['status']}"
     if c.get("reason") or note:
-        head += f" ({c.get('reason') or note})"
-    return [head] + ([f"    - {f}" for f in c.get("findings", [])] if findings else [])
+        head += f" ({terminal(c.get('reason') or note)})"
+    return [head] + ([f"    - {terminal(f)}" for f in c.get("findings", [])] if findings else [])
 
 
 def render_findings(doc) -> str:

@@ -1,8 +1,10 @@
-"""The text of ``traceparse whatif``. A value that cannot be forecast (None) prints as ``-``, never as 0."""
+"""The text of ``traceparse whatif``. A value that cannot be forecast (None) prints as ``-``, never as 0; what the
+trace gives (an input's value or source) through ``escape.terminal``."""
 
 from traceparse.units import ms as _ms
 from traceparse.units import pct as _share
 from traceparse.axes import AXES, SCHEDULE_KEYS
+from traceparse.escape import terminal
 from traceparse.render.page import text
 
 
@@ -73,8 +75,8 @@ def render_whatif(doc: dict) -> str:
                      f"{latency}, bandwidth {bw}, error {f['rms_error']:.0%}")
     lines.append("inputs:")
     for k, f in doc["inputs"].items():
-        lines.append(f"  {k} = {f['value']}  ({f['source']})")
-    return "\n".join(lines)
+        lines.append(f"  {k} = {terminal(f['value'])}  ({terminal(f['source'])})")
+    return terminal("\n".join(lines), newlines=True)
 
 
 TIER_HEADS = {
@@ -138,7 +140,7 @@ def render_sweep(doc: dict) -> str:
                      f"kind {kind_label(k)}, {error_text(k)}" + (f"; {note}" if note and not c["excluded"] else "")
                      + (f" ({c['excluded']})" if c["excluded"] else ""))
     lines += _summary(doc) + _kinds_legend(doc)
-    return "\n".join(lines)
+    return terminal("\n".join(lines), newlines=True)
 
 
 def _summary(doc: dict) -> list[str]:
