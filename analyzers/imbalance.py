@@ -324,6 +324,10 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
     def evidence(r):
         t = tests.get(r, {})
         lost_per_step = lost[r] / (len(seen) - 1) / len(rank_steps[r])  # per other rank and step
+        # a rank cannot lose more than its step waiting: beyond it, the ranks' clocks disagree (their arrivals do not
+        # compare); the loss is clipped to the step, the rank is not named, and the unclipped loss kept to say so
+        beyond = {"lost_unclipped_ns": round(lost_per_step)} if step_ns and lost_per_step > step_ns else {}
+        lost_per_step = min(lost_per_step, step_ns) if beyond else lost_per_step
         return {
             "rank": r, "collectives": seen[r], "last": last.get(r, 0),
             "last_fraction": round(last.get(r, 0) / seen[r], 4), "chance_fraction": round(statistics.fmean(chance[r]), 4),
@@ -337,6 +341,7 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
             "own_mean_wait_ns": round(wait[r]),
             "others_median_wait_ns": round(statistics.median(w for q, w in wait.items() if q != r)),
             "others_wait_when_last_ns": round(statistics.fmean(last_at[r])) if last_at[r] else None,
+            **beyond,
         }
 
     candidates = {r: evidence(r) for r in seen}
@@ -357,7 +362,7 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
         # the path runs through most
         e["by_path"] = (bool(shares) and e["rank"] == path_rank and e["rank"] == heaviest and late_ahead
                         and e["compute_floor_over_mean"] >= stands_out and 2 * e["latest_in_steps"] > e["steps"])
-        e["conclusive"] = e["by_arrivals"] or e["by_work"] or e["by_path"]
+        e["conclusive"] = (e["by_arrivals"] or e["by_work"] or e["by_path"]) and "lost_unclipped_ns" not in e
         e["material"] = e["lost_share"] is not None and e["lost_share"] >= min_share
         e["path_share"] = round(shares.get(e["rank"], 0), 4) if shares else None
         e["on_path"] = not shares or e["rank"] == path_rank
@@ -365,7 +370,12 @@ def _straggler(rows, waits: dict, last: dict, steps: dict, floor: dict, limits, 
     if named:
         top = max(named, key=lambda e: (e["lost_per_step_ns"], -e["rank"]))
         return {"verdict": "named", "rank": top["rank"], "reason": None, "evidence": top}
-    top = max(candidates.values(), key=lambda e: (e["lost_per_step_ns"], -e["rank"]))
+    top = max(candidates.values(), key=lambda e: (e.get("lost_unclipped_ns", e["lost_per_step_ns"]), -e["rank"]))
+    if "lost_unclipped_ns" in top:
+        return {"verdict": "not conclusive", "rank": None, "evidence": top, "reason": (
+            f"the others would lose {ms(top['lost_unclipped_ns'])} per rank per step waiting for it, more than the "
+            f"{ms(step_ns)} step: impossible (the ranks' clocks disagree, so their arrivals do not compare); the loss "
+            "is clipped to the step and no straggler is named")}
     if not (top["conclusive"] or top["material"]):
         return {"verdict": "none", "rank": None, "reason": None, "evidence": top}
     why = []

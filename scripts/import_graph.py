@@ -18,7 +18,7 @@ PACKAGES = {"traceparse": ROOT / "traceparse", "traceparse.analyzers": ROOT / "a
 LAYERS = (
     ("foundation", ("traceparse.version", "traceparse.errors", "traceparse.axes", "traceparse.stats",
                     "traceparse.thresholds", "traceparse.rule_files", "traceparse.progress", "traceparse.output",
-                    "traceparse.units", "traceparse.status", "traceparse.escape",
+                    "traceparse.units", "traceparse.status", "traceparse.escape", "traceparse.bounds",
                     "traceparse.cache_dir")),
     ("ingest", ("traceparse.ingest",)),
     ("models", ("traceparse.models",)),

@@ -6,7 +6,6 @@ other writers for history.WAIT_S seconds (nothing written: try again).
 """
 
 import errno
-import json
 import math
 import sys
 import traceback
@@ -17,17 +16,21 @@ import click
 
 from traceparse.version import __version__
 from traceparse.errors import TraceError
+from traceparse.output import json_text
 
 
-def _open(paths, db, no_cache, allow_mixed, progress=None):
+def _open(paths, db, no_cache, allow_mixed, progress=None, full_access=False):
+    """The store of ``paths`` (loaded) or ``db``, read-only and confined to it (a store is untrusted input:
+    traceparse.store.trust); ``full_access``: DuckDB's full access, for ``traceparse sql``'s own query."""
     from traceparse.load.run import connect, open_run
 
     if paths:
         engine = click.get_current_context().meta.get("traceparse.engine", {})
         if engine.get("address") and engine.get("engine") != "ray":
             raise click.UsageError("--address names a Ray cluster: it needs --engine ray")
-        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress, **engine)
-    return closing(connect(db))
+        return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress,
+                        full_access=full_access, **engine)
+    return closing(connect(db, full_access=full_access))
 
 
 def _engine(ctx, param, value):
@@ -123,6 +126,11 @@ class Main(click.Group):
         except Exception as e:
             if isinstance(e, OSError) and e.errno == errno.EPIPE:
                 raise  # output piped into a reader that stopped (| head): click exits quietly
+            if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:  # a path argument no file can be named
+                name = str(e.filename)
+                click.echo(f"traceparse: error: {TraceError(name[:60] + '...' if len(name) > 60 else name, e.strerror)}",
+                           err=True)
+                sys.exit(2)
             if _is_interrupt(e):
                 _interrupted()
             if _is_damaged_store(e):
@@ -212,7 +220,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, full, layout, fail_on, c
             click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
     colour = None
     if fmt == "json":
-        out = json.dumps(doc, indent=2)
+        out = json_text(doc)
     elif fmt == "html":
         from traceparse.render.html import render_html
 
@@ -250,11 +258,11 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
     """Run QUERY on the store of PATHS (or of --db); without QUERY, read queries interactively."""
     import duckdb
 
-    if query and not paths and not db and Path(query).exists():
+    if query and not paths and not db and _names_a_path(query):
         query, paths = None, (query,)  # `traceparse sql RUN/`: the interactive prompt on that run
     if not paths and not db:
         raise click.UsageError("give trace PATHS or --db STORE")
-    with _open(paths, db, no_cache, allow_mixed) as con:
+    with _open(paths, db, no_cache, allow_mixed, full_access=True) as con:  # the user's own query
         for q in [query] if query else _interactive():
             try:
                 rel = con.sql(q)
@@ -267,6 +275,14 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
                     click.echo(f"traceparse: error: query failed: {str(e).splitlines()[0]}", err=True)
                     sys.exit(2)
                 click.echo(f"error: {e}", err=True)
+
+
+def _names_a_path(text: str) -> bool:
+    """Whether ``text`` names something on disk; a text no path can be (a query longer than a name) names none."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _interactive():
@@ -291,7 +307,7 @@ def _print_relation(rel, fmt):
     cols = rel.columns
     data = rel.fetchall()
     if fmt == "json":
-        click.echo(json.dumps([dict(zip(cols, r, strict=True)) for r in data], default=str, indent=2))
+        click.echo(json_text([dict(zip(cols, r, strict=True)) for r in data]))
     elif fmt == "csv":
         import csv
 
@@ -319,7 +335,7 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "layout", {"stated": stated}, lambda: layout_document(con, stated), not no_cache)
-    click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_layout(doc))
+    click.echo(json_text(doc) if fmt == "json" else render_layout(doc))
 
 
 @main.command()
@@ -334,7 +350,7 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
 
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "tags", {}, lambda: tags_document(con), not no_cache)
-    click.echo(json.dumps(doc, indent=2, default=str) if fmt == "json" else render_tags(doc))
+    click.echo(json_text(doc) if fmt == "json" else render_tags(doc))
 
 
 @main.command()
@@ -352,7 +368,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     _check_output(output, paths, db)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = hang_document(con)
-    out = json.dumps(doc, indent=2) if fmt == "json" else render_hang(doc)
+    out = json_text(doc) if fmt == "json" else render_hang(doc)
     _emit(out, output)
     sys.exit(1 if doc["divergence"] or doc["contradictions"] else 0)
 
@@ -400,7 +416,7 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
         else:
             out = whatif_document(con, doc, wanted, known)
     if fmt == "json":
-        text = json.dumps(out, indent=2, default=str)
+        text = json_text(out)
     elif fmt == "html":
         text = render_whatif_html(out)
     else:
@@ -533,7 +549,7 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
                 click.echo(f"traceparse: {issue['severity']}: {name}: {issue['file'] or 'run'}: {issue['what']}",
                            err=True)
     doc = compare_runs(*docs, thresholds, kernels=tuple(times))
-    text = {"json": lambda: json.dumps(doc, indent=2), "markdown": lambda: render_markdown(doc),
+    text = {"json": lambda: json_text(doc), "markdown": lambda: render_markdown(doc),
             "text": lambda: render_text(doc), "html": lambda: render_html(doc)}[fmt]()
     _emit(text, output)
     if output:

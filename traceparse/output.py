@@ -2,12 +2,16 @@
 
 - ``check_output(path, inputs)`` refuses, before anything is loaded, a FILE that is a folder, whose folder
   does not exist, or that is one of the command's own inputs (a trace, the ``--db`` store, the history).
+- ``json_text(value)`` is every command's ``--format json``: strict JSON, a number that is not finite (NaN, an
+  infinity) written as ``null``, never as ``NaN`` or ``Infinity``, which JSON does not have.
 - ``write_output(path, text)`` writes a regular file (or a new one) whole: into a temporary file beside the
   file a symbolic link points to, then renamed over it, keeping the old file's permissions (a link stays a
   link). Anything that is not a regular file (``/dev/null``, a FIFO, a terminal, ``/dev/stdout``) is written
   through, as a shell's ``>`` would: it is never replaced.
 """
 
+import json
+import math
 import os
 import stat
 import tempfile
@@ -46,10 +50,13 @@ def check_output(path, inputs=()) -> Path:
     not exist, or the same file as one of ``inputs`` (trace files, a store, a history: written over, they would
     be lost)."""
     target = Path(path)
-    if target.is_dir():
-        raise TraceError(target, "is a directory; -o names the file to write")
-    if not Path(os.path.realpath(target)).parent.is_dir():
-        raise TraceError(target, "its folder does not exist")
+    try:
+        if target.is_dir():
+            raise TraceError(target, "is a directory; -o names the file to write")
+        if not Path(os.path.realpath(target)).parent.is_dir():
+            raise TraceError(target, "its folder does not exist")
+    except (OSError, ValueError) as e:  # a name longer than the system allows, a NUL byte
+        raise TraceError(target, f"cannot write there ({getattr(e, 'strerror', None) or e})") from None
     for given in inputs:
         if given is not None and same_file(target, given):
             raise TraceError(target, "is one of this command's inputs (a trace, the store or the history); -o names "
@@ -89,3 +96,20 @@ def write_output(path, text: str):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def finite(value):
+    """``value`` with every float that is not finite (NaN, +-inf) as None, through dicts, lists and tuples."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value, indent=2) -> str:
+    """``value`` as strict JSON (``finite``: null for what is not a finite number); other values JSON does not know
+    (dates, decimals) as their text."""
+    return json.dumps(finite(value), indent=indent, default=str, allow_nan=False)

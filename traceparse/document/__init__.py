@@ -11,7 +11,7 @@ import json
 from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
 from traceparse.vocabulary.critical_path import critical_path_section
-from traceparse.document.gpu import gpu_section
+from traceparse.document.gpu import clipped_streams, gpu_section
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
 
@@ -59,20 +59,35 @@ def document(con, top=10, stated=None) -> dict:
 
     lay, values, sources = _layout_sections(con, stated or {})
     path = critical_path_section(con)
-    checks = run_checks(con, lay["layout"], values, sources, path)
+    checks = {cid: r.document() for cid, r in run_checks(con, lay["layout"], values, sources, path).items()}
+    gpu = gpu_section(con)
     return _plain({
         "version": VERSION,
         "run": run_info(con),
-        "load_issues": load_issues(con),
+        "load_issues": load_issues(con) + _set_aside(con, checks, gpu),
         **lay,
         "collectives": collectives(con),
         "untagged": untagged(con),
-        "checks": {cid: r.document() for cid, r in checks.items()},
+        "checks": checks,
         "summary": summary(con, top),
-        "gpu": gpu_section(con),
+        "gpu": gpu,
         "critical_path": path,
         "timeline": timeline(con),
     })
+
+
+def _set_aside(con, checks: dict, gpu: dict) -> list[dict]:
+    """load_issues rows for impossible values the analysis clipped (none on a sound run): GPU streams whose HTA idle
+    breakdown came out negative (gpu.clipped_streams), a straggler whose cost exceeded the step (imbalance)."""
+    out = clipped_streams(con) if gpu["status"] != "not_applicable" else []
+    e = (checks.get("imbalance") or {}).get("straggler") or {}
+    if e.get("lost_unclipped_ns") is not None:
+        file = con.execute("SELECT file FROM ranks WHERE rank = ?", [e["rank"]]).fetchone()
+        out.append({"file": file[0] if file else None, "severity": "warning", "count": 1,
+                    "what": f"rank {e['rank']}: the other ranks would lose {e['lost_unclipped_ns']:,} ns per rank per "
+                            f"step waiting for it, more than the step ({e['lost_per_step_ns']:,} ns): impossible (the "
+                            "ranks' clocks disagree); the loss is clipped to the step and no straggler is named"})
+    return out
 
 
 def analyze_document(con, top=TOP, stated=None, use_cache=True) -> dict:

@@ -72,7 +72,10 @@ METRICS = {
         "gap since the end of the one before it on the stream. host wait: it was launched after that end (the "
         "CPU had not asked for it yet); kernel wait: otherwise, when the gap is under 30 us (HTA's "
         "consecutive_kernel_delay of 30, compared with its microsecond times: the overhead of back-to-back "
-        "kernels); other: queued, but waiting on something else (an event, another stream, a peer)",
+        "kernels); other: queued, but waiting on something else (an event, another stream, a peer). Activities "
+        "overlapping on one stream make a gap negative; where that makes the stream's idle or a category negative "
+        "(impossible), the stream's gaps are measured from the latest end before each activity, none below 0, "
+        "and load_issues says so",
         "host_wait_ns, kernel_wait_ns, other_ns, ns; idle_ns = their sum",
     ),
     "gpu.idle_causes": (
@@ -107,8 +110,9 @@ METRICS = {
         "Queue length per stream, and when it runs dry",
         "per rank and stream over HTA's window, HTA's queue length: the activities launched and not yet started "
         "(+1 at each launching call's start, -1 at each start on the GPU; activities whose launch is in the "
-        "trace). Running dry: moments between the stream's first start and last end with nothing queued and "
-        "nothing running (the stream waits for the host)",
+        "trace and starts no later than they do: one that starts first is counted in load_issues). Running dry: "
+        "moments between the stream's first start and last end with nothing queued and nothing running (the "
+        "stream waits for the host)",
         "max_length; mean_length = the mean over the counter's change points (HTA's summary); dry_ns, dry_share = "
         "dry_ns / span_ns (first start to last end), dry_count = how many times it ran dry",
     ),

@@ -51,6 +51,21 @@ def gpu_section(con) -> dict:
     }
 
 
+def clipped_streams(con) -> list[dict]:
+    """load_issues rows (``file, severity, what, count``) for the streams whose HTA idle breakdown came out negative
+    (activities overlapping on one stream) and were measured without overlaps (gpu_time.sql gpu_stream_clipped);
+    after ``gpu_section`` on a run with GPU activities."""
+    return rows(con, """
+        SELECT r.file, 'warning' AS severity,
+               'GPU stream ' || c.stream || ': ' || c.overlapping || ' activit'
+               || CASE WHEN c.overlapping = 1 THEN 'y overlaps' ELSE 'ies overlap' END
+               || ' the one before it on the stream, which made HTA''s idle breakdown negative (kernel wait '
+               || c.signed_kernel_wait_ns || ' ns, idle ' || c.signed_idle_ns || ' ns): the stream''s gaps are '
+               || 'measured from the latest end before each activity instead, none below 0' AS what,
+               c.overlapping AS count
+        FROM gpu_stream_clipped c JOIN ranks r ON r.rank = c.rank ORDER BY c.rank, c.stream""")
+
+
 def _causes(con) -> list[dict]:
     """Per rank, step and cause: idle time, its share of the step's GPU span, and the ops that took most of it."""
     found = rows(con, """

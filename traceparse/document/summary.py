@@ -113,7 +113,8 @@ def top_kernels(con, n=10) -> list[dict]:
         con,
         """
         SELECT ? AS kind, name, count(*) AS calls, sum(dur_ns)::BIGINT AS total_ns,
-               round(sum(dur_ns) / sum(sum(dur_ns)) OVER (), 4) AS share,
+               -- null when every op takes no time (0 / 0): no share to give
+               round(sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0), 4) AS share,
                count(DISTINCT rank) AS ranks
         FROM events WHERE cat = ? GROUP BY name ORDER BY total_ns DESC LIMIT ?
         """,

@@ -89,7 +89,8 @@ RANKS = (-(1 << 31), 1 << 31)
 # memory byte counts: within an exbibyte, so differences and ratios stay in range
 MEM_BYTES = (-(1 << 60), 1 << 60)
 # timestamps and durations in ns: ts within [-2^60, 2^62) (epoch ns reach 2^62 in 2116), dur within
-# [-2^60, 2^61); with a clock offset below 2^62 (rank.py), start, end and their differences stay int64
+# [-2^60, 2^61); with a clock offset below 2^62 (rank.py), start, end and their differences stay int64. A negative
+# dur is read, then made null and counted (_events): an event cannot end before it starts
 TS_NS = (-(1 << 60), 1 << 62)
 DUR_NS = (-(1 << 60), 1 << 61)
 # a number's text: a plain decimal (optionally with a small exponent), at most this long
@@ -273,6 +274,11 @@ def _events(ev, ts, first_id, problems):
         problems["complete event(s) without a duration (dur missing or null): duration unknown (null)"] += len(missing)
     if bad:
         problems["complete event(s) whose dur is not a plain decimal number within range: duration unknown (null)"] += len(bad)
+    negative = pc.fill_null(pc.less(dur, 0), False)
+    n_negative = pc.sum(negative).as_py() if len(dur) else 0
+    if n_negative:  # an event cannot end before it starts: its duration is unknown, not a negative time
+        problems["complete event(s) with a negative duration (dur < 0): duration unknown (null)"] += n_negative
+        dur = pc.if_else(negative, pa.scalar(None, pa.int64()), dur)
     return pa.Table.from_arrays(
         [
             pa.array(range(first_id, first_id + len(ev)), pa.int64()),

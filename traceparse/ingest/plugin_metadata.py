@@ -1,11 +1,12 @@
 """The ``traceparse`` header key the profiler plugin writes (``traceparse.profiler.metadata``), checked field
-by field: a field of the wrong type or out of range is dropped and counted as a load issue, the rest is kept."""
+by field: a field of the wrong type or out of range is dropped and counted as a load issue, the rest is kept.
+Layout and model numbers take the ranges ``--layout`` and ``--given`` take (traceparse/bounds.py)."""
 
 from traceparse.axes import INT_LAYOUT_KEYS
+from traceparse.bounds import COUNT, RANKS, in_range
 
 READ_VERSION = 1
-BIG = 10**15  # counts (parameters, bytes) of the largest models fit
-LAYOUT_INT = INT_LAYOUT_KEYS - {"zero_stage"}
+BIG = COUNT  # counts (parameters, bytes) of the largest models fit
 MODEL_INT = {"params", "params_local", "layers", "layers_local", "hidden", "heads", "kv_heads", "ffn", "vocab",
              "experts", "experts_local", "top_k", "seq", "micro_batch", "dtype_bytes"}
 TEXT = {"traceparse_version", "torch_version", "backend", "device"}
@@ -51,11 +52,10 @@ def read_metadata(value, world_size, issues: list) -> dict | None:
     out["mesh"] = _mesh(value.get("mesh"), bad)
     out["groups"] = _groups(value.get("groups"), ranks_ok, bad)
     out["layout"] = _fields(value.get("layout"), "layout", bad, lambda k, v: (
-        _int(v, 0, 3) if k == "zero_stage" else _text(v) if k == "pp_schedule" else _int(v) if k in LAYOUT_INT
-        else None))
-    out["model"] = _fields(value.get("model"), "model", bad, lambda k, v: _int(v) if k in MODEL_INT else None)
+        _text(v) if k == "pp_schedule" else in_range(k, v) if k in INT_LAYOUT_KEYS else None))
+    out["model"] = _fields(value.get("model"), "model", bad, lambda k, v: in_range(k, v) if k in MODEL_INT else None)
     opt = _fields(value.get("optimizer"), "optimizer", bad, lambda k, v: (
-        _text(v) if k == "name" else _int(v, 0, 64) if k == "n_opt" else _int(v, 0) if k == "state_bytes" else None))
+        _text(v) if k == "name" else in_range(k, v) if k == "n_opt" else _int(v, 0) if k == "state_bytes" else None))
     out["optimizer"] = opt
     src = value.get("sources")
     out["sources"] = {k: v for k, v in src.items() if _text(v)} if isinstance(src, dict) else {}
@@ -89,7 +89,7 @@ def _mesh(mesh, bad):
         return None
     dims, shape = (mesh.get("dims"), mesh.get("shape")) if isinstance(mesh, dict) else (None, None)
     if (isinstance(dims, list) and isinstance(shape, list) and len(dims) == len(shape)
-            and all(_text(d) for d in dims) and all(_int(s, 1, 1 << 31) for s in shape)):
+            and all(_text(d) for d in dims) and all(_int(s, 1, RANKS) for s in shape)):
         return {"dims": dims, "shape": shape}
     bad.append("mesh")
     return None

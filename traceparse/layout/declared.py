@@ -14,16 +14,20 @@ ZeRO stage, schedule, model dims, optimizer), each with where it came from:
   module's parameter count is not the model's (experts sharded by hand) and params stay undeclared;
 - the other model facts and the optimizer from the lowest rank that has them.
 
-Values the ranks disagree on are reported in ``notes`` (the lowest rank's is used).
+Values the ranks disagree on are reported in ``notes`` (the lowest rank's is used). A number out of its key's range
+(traceparse/bounds.py: the ranges ``--layout`` takes), e.g. a degree the product of several large mesh dimensions, is
+not used and said in ``notes``.
 """
 
 import json
 import math
 
+from traceparse.bounds import in_range, int_range
 from traceparse.store.query import rows
 
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "seq", "micro_batch", "dtype_bytes", "experts", "top_k", "ffn", "vocab")
 MODEL_AXES = ("tp", "pp", "cp", "sp")
+TEXT_KEYS = ("pp_schedule", "optimizer")  # every other key is a whole number
 
 
 def declared(con) -> dict:
@@ -36,8 +40,13 @@ def declared(con) -> dict:
     values, sources, notes = {}, {}, []
 
     def put(key, value, source):
-        if value is not None and key not in values:
-            values[key], sources[key] = value, source
+        if value is None or key in values:
+            return
+        if key not in TEXT_KEYS and not in_range(key, value):
+            lo, hi = int_range(key)
+            notes.append(f"{key} = {value} ({source}) is out of range ({lo} to {hi:,}): not used")
+            return
+        values[key], sources[key] = value, source
 
     for k, v in ref.get("layout", {}).items():
         put(k, v, ref.get("sources", {}).get(k, "plugin"))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from traceparse.models.pipeline import FORMULAS
 from traceparse.errors import TraceError
+from traceparse.bounds import int_range
 from traceparse.store.query import rows
 from traceparse.axes import INT_LAYOUT_KEYS, LAYOUT_KEYS
 
@@ -27,9 +28,10 @@ def parse_stated(text: str | None, option: str = "--layout") -> dict:
     ``--given``) names where the text came from in errors. A key given twice is refused."""
     if not text:
         return {}
-    if text.endswith(".toml") and not Path(text).is_file():
+    is_file = _is_file(text)
+    if text.endswith(".toml") and not is_file:
         raise TraceError(text, f"{option}: no such layout file")
-    source = text if Path(text).is_file() else None  # named in errors about its values
+    source = text if is_file else None  # named in errors about its values
     if source:
         try:
             data = tomllib.loads(Path(text).read_text(encoding="utf-8"))
@@ -60,7 +62,15 @@ def parse_stated(text: str | None, option: str = "--layout") -> dict:
             for k, v in data.items()}
 
 
-INT_RANGE = {"zero_stage": (0, 3)}  # every other number: 1 .. 10^15 (params of the largest models fit)
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names a file; a value no path can be (longer than the system allows a name, a NUL byte)
+    names none: it is read as key=value pairs."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 NAMES = {"pp_schedule": tuple(FORMULAS)}  # the names a text key takes (the bubble check's schedules); others: any
 
 
@@ -76,7 +86,7 @@ def _int_value(key: str, v, source: str | None, option: str) -> int:
                 raise TraceError(source, f"{option}: {key} = {v!r} is not a number") from None
     if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and not v.is_integer()):
         raise TraceError(source, f"{option}: {key} = {v!r} is not a whole number")
-    lo, hi = INT_RANGE.get(key, (1, 10**15))
+    lo, hi = int_range(key)  # the same ranges as the traces' metadata (traceparse/bounds.py)
     if not lo <= v <= hi:
         raise TraceError(source, f"{option}: {key} = {v!r} is out of range ({lo} to {hi:,})")
     return int(v)

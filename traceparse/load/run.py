@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -29,6 +30,7 @@ from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
 from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, stored, sweep
 from traceparse.store.schema import SCHEMA_VERSION
+from traceparse.store.trust import writable_by_duckdb
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
 # commands that load nothing start without them.
@@ -111,6 +113,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             shutil.rmtree(target.parent, ignore_errors=True)
         raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
     tmp = temp_beside(target)
+    work = None  # where DuckDB writes the store when it cannot write beside target (a path holding '?')
     done, summaries = False, []
     try:
         parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
@@ -139,7 +142,12 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             meta["parts"] = token
         from traceparse.load.build import build_store
 
-        build_store(tmp, summaries, issues, meta, dumps, build)
+        if writable_by_duckdb(tmp.parent):
+            build_store(tmp, summaries, issues, meta, dumps, build)
+        else:  # built in a temporary folder, then copied beside the store: put in place whole as always
+            work = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-", dir=_plain_temp()))
+            build_store(work / "run.duckdb", summaries, issues, meta, dumps, build)
+            shutil.copyfile(work / "run.duckdb", tmp)
         publish(tmp, target)
         if db is None and use_cache:
             _stamp(target, meta.get("parts"))
@@ -154,9 +162,16 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             sweep(folder_of(target))  # a first load that failed: no folder of it stays
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         if not done and db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
     return target, False
+
+
+def _plain_temp() -> str | None:
+    """A temporary folder DuckDB can write a database in (``trust.writable_by_duckdb``); None: the default one."""
+    return next((t for t in (tempfile.gettempdir(), "/tmp") if os.path.isdir(t) and writable_by_duckdb(t)), None)
 
 
 def _place(stage: Path, build: Path):
@@ -206,7 +221,7 @@ def _cache_hit(entry: Path, key: str) -> bool:
         stamp = _stamp_path(entry).read_text()
         made_for, token = stored(entry)
         return made_for == key and stamp == _stamp_text(entry, token) and _parts_there(entry, token)
-    except OSError:
+    except (OSError, TraceError):  # TraceError: an entry refused as a store (changed by hand): built again
         return False
 
 
@@ -219,8 +234,9 @@ def _clear_cache_entry(entry: Path):
 
 
 @contextmanager
-def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, **engine):
-    """Load (or reuse) the store of ``paths`` and yield a read-only connection; a store made
+def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, full_access=False, **engine):
+    """Load (or reuse) the store of ``paths`` and yield a read-only connection, confined to the store
+    (``traceparse.store.trust``; ``full_access``: ``traceparse sql``'s own query); a store made
     with ``use_cache=False`` and no ``db`` is deleted afterwards. ``progress``, ``engine``, ``address``,
     ``stage_root``, ``window``: as for load_run."""
     path, _ = load_run(paths, db=db, use_cache=use_cache, allow_mixed=allow_mixed, progress=progress, **engine)
@@ -228,7 +244,7 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, *
     try:
         from traceparse.store.build import connect_with_limits
 
-        con = connect_with_limits(path, read_only=True)  # load_run made it or checked its key: no second check
+        con = connect_with_limits(path, read_only=True, full_access=full_access)  # checked again as it is opened
         try:
             yield con
         finally:
@@ -239,13 +255,15 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, *
             shutil.rmtree(path.parent, ignore_errors=True)
 
 
-def connect(path):
-    """Read-only connection to an existing store (its SQL macros are stored in it)."""
+def connect(path, full_access=False):
+    """Read-only connection to an existing store (its SQL macros are stored in it), checked and confined to it
+    (``traceparse.store.trust``: a store is untrusted input); ``full_access``: for ``traceparse sql``'s own query."""
     from traceparse.store.build import connect_with_limits
+    from traceparse.store.trust import NOT_A_STORE
 
     if not Path(path).is_file() or _stored_key(Path(path)) is None:
-        raise TraceError(path, "not a traceparse store (no such file, or not made by traceparse)")
-    return connect_with_limits(path, read_only=True)
+        raise TraceError(path, NOT_A_STORE)
+    return connect_with_limits(path, read_only=True, full_access=full_access)
 
 
 BATCH_BYTES = 8 << 20
@@ -439,15 +457,24 @@ def remove_stale_leftovers():
                 continue
             m = next(filter(None, (pattern.match(p.name) for pattern in patterns)), None)
             pid = m and int(m[1])
-            if pid and pid != os.getpid() and not _alive(pid):
+            if pid and pid != os.getpid() and not _alive(pid) and _ours(p):
                 if p.is_dir():
                     shutil.rmtree(p, ignore_errors=True)
                     continue
                 if p.name.endswith("-multiprocessing"):
                     mp_dir = Path(p.read_text(errors="replace").strip())
-                    if mp_dir.name.startswith("pymp-"):
+                    if mp_dir.name.startswith("pymp-") and mp_dir.parent in temps and _ours(mp_dir):
                         shutil.rmtree(mp_dir, ignore_errors=True)
                 p.unlink(missing_ok=True)
+
+
+def _ours(p: Path) -> bool:
+    """Whether ``p`` is a file or folder of this user's, not a link (what a dead load of this user's left)."""
+    try:
+        st = p.lstat()
+    except OSError:
+        return False
+    return not stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid()
 
 
 @contextmanager

@@ -17,6 +17,19 @@ FORMULAS = {
 }
 ZERO_BUBBLE = ("interleaved_zero_bubble", "zbv_zero_bubble", "dualpipe_v")
 RAMP_FLOOR = "(N_PP - 1) / (3 v m + N_PP - 1)"
+# An order is built and replayed action by action (``replay``: passes over the ranks until none advances), so its
+# size is bounded, whatever gives N_PP, m and v (--layout, --given, the traces' metadata): 2 m v actions on each
+# of N_PP ranks, and N_PP v stages. Real pipelines (N_PP <= 128, m v of a few hundred) are well inside; a larger
+# one has no textbook order (``textbook_orders`` None) and its numbers come from the closed forms above.
+MAX_ACTIONS = 2**15
+MAX_STAGES = 2**10
+
+
+def replayable(n, m, v=1) -> bool:
+    """Whether an order of ``n`` ranks, ``m`` micro-batches and ``v`` chunks per rank is small enough to build and
+    replay (MAX_ACTIONS, MAX_STAGES)."""
+    n, m, v = n or 1, m or 1, v or 1
+    return n * v <= MAX_STAGES and 2 * m * v * n <= MAX_ACTIONS
 
 
 def expected_bubble(schedule, n, m, v=1, replay=None):
@@ -46,13 +59,16 @@ def ramp_floor(n, m, v=1, backward=2):
 
 def textbook_orders(schedule, n, m, v=1) -> dict | None:
     """{rank: [(kind, stage, mb), ...]} of a schedule's textbook order on N_PP = ``n`` ranks with ``m`` micro-batches;
-    None for another schedule (or interleaving whose m is not a multiple of N_PP).
+    None for another schedule (or interleaving whose m is not a multiple of N_PP), or for an order too large to
+    build (``replayable``: MAX_ACTIONS, MAX_STAGES).
 
     GPipe: every forward, then every backward. 1F1B: N_PP - 1 - s forwards, then one forward and one backward in
     turn, then the remaining backwards. Interleaved 1F1B (Megatron's order, ``v`` chunks, rank s holding stages
     s, s + N_PP, ...): forwards go through the chunks N_PP micro-batches at a time, backwards through the chunks
     in reverse; (v - 1) N_PP + 2 (N_PP - 1 - s) warm-up forwards, then one forward and one backward in turn.
     """
+    if not replayable(n, m, v):
+        return None
     out = {}
     for s in range(n):
         if schedule == "gpipe":

@@ -5,7 +5,6 @@ layout, the vocabulary that needs tags) run from traceparse/load/build.py, which
 transaction."""
 
 import json
-import os
 import time
 from importlib.resources import files
 
@@ -14,6 +13,7 @@ import duckdb
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
+from traceparse.store.trust import duckdb_config, open_store
 
 # connections to a store replaced while connecting (parts.Gone) before it is said to be missing, the n-th after
 # 0.05 x 2^n s: DuckDB shares one open database per file within a process, so a thread connecting while another
@@ -23,13 +23,6 @@ ATTEMPTS = 7
 
 def sql_file(name: str) -> str:
     return files("traceparse.store").joinpath(name).read_text()
-
-
-def duckdb_config() -> dict:
-    """DuckDB settings of every store connection: ``TRACEPARSE_MEMORY_LIMIT`` (e.g. ``4GB``; default DuckDB's,
-    80% of the machine) bounds DuckDB's memory, which spills past it to ``<store>.tmp`` beside the store."""
-    limit = os.environ.get("TRACEPARSE_MEMORY_LIMIT")
-    return {"memory_limit": limit} if limit else {}
 
 
 def macro_connection():
@@ -46,13 +39,17 @@ INFLIGHT_COLUMNS = ("why", "time_ns", "op", "peer", "pg_name", "pg_desc", "group
                     "input_dtypes", "frames")
 
 
-def connect_with_limits(db_path, read_only=False):
-    """A connection to the store at ``db_path`` (settings of duckdb_config), its per-rank folder attached
-    (parts.attach). A store replaced by a later load of it while this connects is connected to again."""
+def connect_with_limits(db_path, read_only=False, full_access=False):
+    """A connection to the store at ``db_path`` (settings of duckdb_config). Read-only: the store checked and its
+    per-rank folder attached, the connection confined to them (``trust``, ``parts.attach``; ``full_access``: for
+    ``traceparse sql``'s own query); a store replaced by a later load of it while this connects is connected to
+    again. Else (a store being built): a plain connection."""
+    if not read_only:
+        return _connect(db_path, read_only)
     for attempt in range(ATTEMPTS):
-        con = _connect(db_path, read_only)
+        con = open_store(db_path, full_access)
         try:
-            attach(con, db_path)
+            attach(con, db_path, full_access)
             return con
         except Gone:
             con.close()

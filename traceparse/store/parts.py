@@ -14,19 +14,28 @@ Each build writes a folder of its own, so loads of one store at once never share
 it is read leaves its reader its folder: the folder's ``BUILD`` file is locked, exclusively by the load writing it
 until its store is in place, shared by every connection reading it (released when the connection is gone or the
 process ends). ``publish`` removes the folders of a store that nobody holds and its store no longer names, and the
-last connection out of such a folder removes it.
+last connection out of such a folder removes it when this process made it (``_made``) or the store is an entry of
+traceparse's cache: a reader of a store it was given removes no folder of another process's (the store's next load
+collects it).
+
+A store is untrusted input (``traceparse.store.trust``): the ``parts`` it names is read as the name of one folder of
+its own ``<store>.ranks`` (``build_folder``: a token as ``new_build`` makes them, neither a path nor a link), else
+the store is refused; and what is ever removed is a token-named folder (not a link) of a ``.ranks`` folder (not a
+link) that holds a ``BUILD`` file nobody locks, or the bookkeeping files of an emptied ``.ranks`` folder.
 """
 
 import fcntl
 import os
+import re
 import secrets
 import shutil
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
-from traceparse.errors import TraceError
+from traceparse.errors import TraceError, shown
 from traceparse.store.schema import TABLES, VOCABULARY
+from traceparse.store.trust import literal_path
 
 VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory", "gpu_activity")
 COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times")
@@ -34,6 +43,8 @@ COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
 LOCK = "BUILD"
 CURRENT = "CURRENT"  # the build folder the store in place names (written by publish)
+PUBLISH = ".publish"  # the lock file of loads of one store (_publishing)
+TOKEN = re.compile(r"[0-9a-f]{16}")  # a build folder's name (new_build: secrets.token_hex(8))
 
 
 def folder_of(store: Path) -> Path:
@@ -47,6 +58,9 @@ def table_file(parts: Path, table: str, batch: int) -> Path:
     return Path(parts) / table / f"b{batch}.parquet"
 
 
+_made: dict[str, int] = {}  # build folder (real path) -> the process that made it (a forked child did not)
+
+
 def new_build(store: Path) -> tuple[str, Path, int]:
     """(token, folder, lock): a fresh build folder of ``store``, locked for writing until ``os.close(lock)``."""
     token = secrets.token_hex(8)
@@ -57,6 +71,7 @@ def new_build(store: Path) -> tuple[str, Path, int]:
             with _publishing(container):  # not swept while it is made
                 folder = container / token
                 folder.mkdir()
+                _made[os.path.realpath(folder)] = os.getpid()
                 lock = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
                 fcntl.flock(lock, fcntl.LOCK_EX)
             return token, folder, lock
@@ -68,7 +83,7 @@ def new_build(store: Path) -> tuple[str, Path, int]:
 @contextmanager
 def _publishing(container: Path):
     """The lock under which loads of one store make their folders, put their store in place and collect."""
-    fd = os.open(container / ".publish", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(container / PUBLISH, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -101,29 +116,59 @@ def sweep(container: Path):
                 return  # put in place meanwhile
             _collect(container, None)
             if not any(p.is_dir() for p in container.iterdir()):
-                shutil.rmtree(container, ignore_errors=True)
+                for name in (CURRENT, PUBLISH):  # traceparse's own files; anything else keeps the folder
+                    (container / name).unlink(missing_ok=True)
+                container.rmdir()
     except OSError:
-        return  # swept by another load meanwhile
+        return  # swept by another load meanwhile, or holding files of someone else's
 
 
 def stored(db: Path) -> tuple[str | None, str | None]:
-    """(key, build folder token) of the store file ``db``; (None, None) for a file that is no store."""
+    """(key, build folder token) of the store file ``db``; (None, None) for a file that is no store. A store that
+    is refused (``trust.vet``, ``build_folder``) raises ``TraceError``."""
     import duckdb
 
+    from traceparse.store.trust import NotAStore, confine, lock, open_store
+
     try:
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            rows = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('key', 'parts')").fetchall())
-        finally:
-            con.close()
+        con = open_store(db)
+    except (duckdb.Error, NotAStore):
+        return None, None
+    try:
+        confine(con, db, None)
+        lock(con)
+        rows = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('key', 'parts')").fetchall())
     except duckdb.Error:
         return None, None
-    return rows.get("key"), rows.get("parts")
+    finally:
+        con.close()
+    token = rows.get("parts")
+    if token is not None:
+        build_folder(db, token)  # refused unless a folder of its own
+    return rows.get("key"), token
+
+
+def build_folder(store: Path, token: str) -> Path:
+    """The build folder ``token`` (read from the store ``store``'s ``meta`` row ``parts``) names: a folder of the
+    store's own ``<store>.ranks``, resolved. Refuses (``TraceError``) a token that is not a build folder's name (a
+    path, ``..``), and a ``.ranks`` folder or build folder that is a link (it would lead elsewhere)."""
+    container = folder_of(store)
+    if not isinstance(token, str) or not TOKEN.fullmatch(token):
+        raise TraceError(store, f"its meta row 'parts' ({shown(repr(token))}) is not the name of a build folder in "
+                         f"{container.name}; refused (a store reads its per-rank Parquet from its own folder only)")
+    real = Path(os.path.realpath(container.parent)) / container.name
+    folder = real / token
+    if os.path.realpath(folder) != str(folder):
+        raise TraceError(store, f"its per-rank folder {container.name}/{token} is a link to "
+                         f"{shown(os.path.realpath(folder))}; refused (a store reads its own folder only)")
+    return folder
 
 
 def _collect(container: Path, keep: str | None):
+    if container.is_symlink():
+        return  # not a folder of traceparse's
     try:
-        folders = [p for p in container.iterdir() if p.is_dir() and p.name != keep]
+        folders = [p for p in container.iterdir() if TOKEN.fullmatch(p.name) and p.name != keep]
     except OSError:
         return
     for folder in folders:
@@ -131,9 +176,12 @@ def _collect(container: Path, keep: str | None):
 
 
 def _collect_one(folder: Path):
-    """Remove the build folder unless a load writes it or a connection reads it (or it is not yet locked)."""
+    """Remove the build folder unless a load writes it or a connection reads it (or it is not yet locked), or it is
+    no build folder: a link, or without its lock file (``BUILD``, a file, not a link)."""
+    if folder.is_symlink() or folder.parent.is_symlink() or not TOKEN.fullmatch(folder.name):
+        return
     try:
-        fd = os.open(folder / LOCK, os.O_RDWR)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_NOFOLLOW)
     except OSError:
         return  # just made, not yet locked by its load, or gone
     try:
@@ -146,8 +194,8 @@ def _collect_one(folder: Path):
 
 
 def release(fd: int, store: Path, token: str):
-    """Let go of the build folder ``token`` of ``store`` (held by ``fd``), and remove it when the store no longer
-    names it (``CURRENT``) and nobody else holds it: the last one out of a replaced store's folder removes it."""
+    """Let go of the build folder ``token`` of ``store`` that this process's load made (held by ``fd``), and remove
+    it when the store no longer names it (``CURRENT``: a later load replaced the store) and nobody else holds it."""
     os.close(fd)
     try:
         container = folder_of(store)
@@ -156,6 +204,25 @@ def release(fd: int, store: Path, token: str):
                 _collect_one(container / token)
     except OSError:
         pass  # a store gone with its folders: a later load sweeps what is left
+
+
+def release_read(fd: int, store: Path, token: str):
+    """Let go of the build folder ``token`` of ``store`` that a connection read (held by ``fd``); remove it as
+    ``release`` does only when this process made it (its load, replaced since by another) or the store is an entry
+    of traceparse's own cache (whose loads, in any process, each leave the last reader out to collect)."""
+    if _made.get(os.path.realpath(folder_of(store) / token)) == os.getpid() or _in_cache(store):
+        release(fd, store, token)
+    else:
+        os.close(fd)
+
+
+def _in_cache(store: Path) -> bool:
+    from traceparse.cache_dir import cache_dir
+
+    try:
+        return os.path.realpath(Path(store).parent) == os.path.realpath(cache_dir())
+    except OSError:
+        return False
 
 
 def _current(container: Path) -> str | None:
@@ -173,13 +240,21 @@ def columns(table: str) -> list[str]:
 
 
 def _relation(parts: Path, table: str) -> str:
-    """SQL text of every loaded rank's ``table`` in ``parts``, with the rank its slot maps to, in schema order."""
-    glob = str(Path(parts) / table / "*.parquet").replace("'", "''")
+    """SQL text of every loaded rank's ``table`` in ``parts``, with the rank its slot maps to, in schema order. The
+    files are listed here, each named literally (``trust.literal_path``): whatever characters the folder's path
+    holds (``[``, ``*``, ``?``, quotes), it is no pattern."""
+    try:
+        files = sorted(str(p) for p in (Path(parts) / table).iterdir() if p.name.endswith(".parquet"))
+    except OSError:
+        files = []
+    if not files:
+        raise Incomplete(table)
     if table in TABLES or table in VOCABULARY:
         cols = ", ".join("s.rank" if c == "rank" else f"t.{c}" for c in columns(table))
     else:
         cols = "s.rank, t.* EXCLUDE (slot)"
-    return f"SELECT {cols} FROM read_parquet('{glob}') t JOIN main.rank_slots s USING (slot)"
+    listed = ", ".join(literal_path(f) for f in files)
+    return f"SELECT {cols} FROM read_parquet([{listed}]) t JOIN main.rank_slots s USING (slot)"
 
 
 def attach_views(con, parts: Path, build: bool = False):
@@ -205,35 +280,48 @@ def parts_token(con) -> str | None:
     return row[0] if row else None
 
 
-_held = weakref.WeakKeyDictionary()  # connection -> the finalizer that lets go of its build folder
+_held = weakref.WeakKeyDictionary()  # connection -> the finalizer that lets go of its build folder (closes its lock)
 
 
 class Gone(Exception):
     """The store's build folder is missing (replaced by a later load of the same store, or deleted)."""
 
 
-def attach(con, store: Path):
-    """Attach the build folder of the store ``store`` to ``con`` and hold it for reading while ``con`` lives
-    (``release`` when it is gone, or at ``detach``). Raises ``Gone`` when the folder is missing."""
+class Incomplete(Exception):
+    """A build folder without the Parquet of one of its tables (damaged)."""
+
+
+def attach(con, store: Path, full_access: bool = False):
+    """Attach the build folder of the store ``store`` to ``con`` (``trust.open_store``), hold it for reading while
+    ``con`` lives (until it is gone, or ``detach``), and confine ``con`` to it (``trust.confine``; ``full_access``:
+    ``traceparse sql``'s own query). Raises ``Gone`` when the folder is missing, ``TraceError`` for a store whose
+    ``parts`` is not a folder of its own (``build_folder``) or whose folder is damaged."""
+    from traceparse.store.trust import confine, lock
+
     token = parts_token(con)
-    if token is None:
-        return
-    folder = folder_of(store) / token
-    try:
-        fd = os.open(folder / LOCK, os.O_RDWR)
-    except OSError:
-        raise Gone(folder) from None
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    if not (folder / LOCK).exists():  # collected between the open and the lock
-        os.close(fd)
-        raise Gone(folder)
-    _held[con] = weakref.finalize(con, release, fd, Path(store), token)
-    attach_views(con, folder)
+    folder = None if token is None else build_folder(store, token)
+    confine(con, store, folder, full_access)
+    if folder is not None:
+        try:
+            fd = os.open(folder / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            raise Gone(folder) from None
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if not (folder / LOCK).exists():  # collected between the open and the lock
+            os.close(fd)
+            raise Gone(folder)
+        _held[con] = weakref.finalize(con, release_read, fd, Path(store), token)
+        try:
+            attach_views(con, folder)
+        except Incomplete as e:
+            raise TraceError(store, f"its per-rank folder {folder_of(store).name}/{token} has no Parquet of "
+                             f"{e.args[0]}; load the traces again") from None
+    lock(con, full_access)
 
 
 def detach(con):
-    """Let go of the build folder ``con`` holds now (``release``), not when ``con`` is collected: a process that
-    ends with ``os._exit`` (a multiprocessing worker) never collects it."""
+    """Let go of the build folder ``con`` holds now, not when ``con`` is collected: a process that ends with
+    ``os._exit`` (a multiprocessing worker) never collects it."""
     held = _held.pop(con, None)
     if held is not None:
         held()

@@ -15,6 +15,8 @@ After tagging and layout inference (``build_tagged``: they carry each operation'
   window_totals.sql   window_totals
   arrivals.sql        collective_arrivals
   strategy_comm.sql   window_strategy_comm
+  load_checks.sql     load_issues for impossible values set aside in a relation between events (a GPU activity
+                      that starts before its launch)
 
 traceparse/load/build.py runs ``build_tagged`` inside the store's one build transaction.
 """
@@ -22,7 +24,7 @@ traceparse/load/build.py runs ``build_tagged`` inside the store's one build tran
 from traceparse.store.query import sql_file
 
 UNTAGGED = ("main_threads.sql", "step_windows.sql", "phases.sql", "pipeline_marks.sql")
-TAGGED = ("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql")
+TAGGED = ("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql", "load_checks.sql")
 
 
 def build_tagged(con):

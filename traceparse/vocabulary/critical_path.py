@@ -345,9 +345,9 @@ def _findings(steps: list[dict]) -> list[str]:
     """The rank the path runs through most, over the steps, and the longest piece of the path."""
     t = totals({"steps": steps})
     total = t["length_ns"]
-    if not total:
-        return []
     ranks, causes = t["by_rank"], t["by_cause"]
+    if total <= 0 or not ranks or not causes:  # no step with a piece of path (a window of no length)
+        return []
     rank, ns = next(iter(ranks.items()))
     cause = next(iter(causes))
     top = max((p for s in steps for p in s["top"]), key=lambda p: p["share"] or 0)

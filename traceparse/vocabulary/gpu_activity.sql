@@ -20,10 +20,17 @@ kind AS (
     FROM placed_intervals WHERE stream IS NOT NULL AND ev_id IS NOT NULL AND part IN ('exec', 'kernel')
     GROUP BY rank, ev_id
 )
+-- An activity that starts before the call that launched it starts (impossible: the CPU's and the GPU's clocks
+-- disagree, or the correlation id is wrong) keeps its launching call (launch_ev_id) but not its times or thread:
+-- launch_pid, launch_tid, launch_ns and launch_end_ns are NULL, so that no queue goes negative and no wait is
+-- made up; load_checks.sql counts them in load_issues. Its step and HTA window still go by that call.
 SELECT a.rank, a.ev_id, a.cat, a.name, coalesce(a.stream, a.tid) AS stream,
        CASE WHEN a.cat <> 'kernel' THEN 'memory' ELSE coalesce(k.kind, 'compute') END AS kind,
        a.ts_ns AS start_ns, a.ts_ns + a.dur_ns AS end_ns,
-       l.ev_id AS launch_ev_id, l.pid AS launch_pid, l.tid AS launch_tid, l.ts_ns AS launch_ns, l.end_ns AS launch_end_ns,
+       l.ev_id AS launch_ev_id,
+       CASE WHEN l.ts_ns <= a.ts_ns THEN l.pid END AS launch_pid, CASE WHEN l.ts_ns <= a.ts_ns THEN l.tid END AS launch_tid,
+       CASE WHEN l.ts_ns <= a.ts_ns THEN l.ts_ns END AS launch_ns,
+       CASE WHEN l.ts_ns <= a.ts_ns THEN l.end_ns END AS launch_end_ns,
        coalesce(k.step, w.step) AS step,
        coalesce(k.in_window, w.rank IS NOT NULL AND coalesce(l.ts_ns, a.ts_ns) < w.end_ns) AS in_window,
        l.ts_ns < s.start_ns AS before_last_step

@@ -66,24 +66,49 @@ FROM gpu_spans s LEFT JOIN busy b ON b.rank = s.rank AND b.scope = s.scope AND b
 -- the one before it on the stream (in start order) is host wait when it was launched after that end (the CPU had
 -- not yet asked for it), else kernel wait when shorter than 30 us (HTA's consecutive_kernel_delay of 30, compared with its microsecond times: back-to-back
 -- launch overhead), else other (queued, but waiting on something else: an event, another stream, a peer).
-CREATE OR REPLACE TEMP TABLE gpu_stream_idle AS
+-- Activities that overlap on one stream (programmatic dependent launch, or timestamps that disagree) give HTA's
+-- sums a negative gap. Where that makes a stream's idle or one of its categories negative (impossible), the
+-- stream's gaps are measured instead from the latest end before each activity, none below 0 (an overlap is no
+-- idle time), and gpu_stream_clipped says so (the document's load_issues); elsewhere HTA's numbers stand.
+CREATE OR REPLACE TEMP TABLE gpu_stream_gaps AS
 WITH g AS (
     SELECT rank, stream, start_ns, launch_ns,
-           lag(end_ns) OVER (PARTITION BY rank, stream ORDER BY start_ns, end_ns) AS prev_end
+           lag(end_ns) OVER (PARTITION BY rank, stream ORDER BY start_ns, end_ns) AS prev_end,
+           max(end_ns) OVER (PARTITION BY rank, stream ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
     FROM hta_gpu_activity
 ),
 c AS (
-    SELECT rank, stream, start_ns - prev_end AS gap_ns,
+    SELECT rank, stream, start_ns - prev_end AS gap_ns, greatest(start_ns - reach, 0) AS free_ns,
            CASE WHEN launch_ns > prev_end THEN 'host_wait' WHEN start_ns - prev_end < 30000 THEN 'kernel_wait'
-                ELSE 'other' END AS category
+                ELSE 'other' END AS category,
+           CASE WHEN launch_ns > reach THEN 'host_wait' WHEN start_ns - reach < 30000 THEN 'kernel_wait'
+                ELSE 'other' END AS free_category
     FROM g WHERE prev_end IS NOT NULL
 )
 SELECT rank, stream,
        coalesce(sum(gap_ns) FILTER (WHERE category = 'host_wait'), 0)::BIGINT AS host_wait_ns,
        coalesce(sum(gap_ns) FILTER (WHERE category = 'kernel_wait'), 0)::BIGINT AS kernel_wait_ns,
        coalesce(sum(gap_ns) FILTER (WHERE category = 'other'), 0)::BIGINT AS other_ns,
-       sum(gap_ns)::BIGINT AS idle_ns
+       sum(gap_ns)::BIGINT AS idle_ns,
+       coalesce(sum(free_ns) FILTER (WHERE free_category = 'host_wait'), 0)::BIGINT AS free_host_wait_ns,
+       coalesce(sum(free_ns) FILTER (WHERE free_category = 'kernel_wait'), 0)::BIGINT AS free_kernel_wait_ns,
+       coalesce(sum(free_ns) FILTER (WHERE free_category = 'other'), 0)::BIGINT AS free_other_ns,
+       sum(free_ns)::BIGINT AS free_idle_ns,
+       count(*) FILTER (WHERE gap_ns < 0) AS overlapping
 FROM c GROUP BY rank, stream;
+
+CREATE OR REPLACE TEMP TABLE gpu_stream_clipped AS
+SELECT rank, stream, overlapping, kernel_wait_ns AS signed_kernel_wait_ns, idle_ns AS signed_idle_ns
+FROM gpu_stream_gaps WHERE least(host_wait_ns, kernel_wait_ns, other_ns, idle_ns) < 0;
+
+CREATE OR REPLACE TEMP TABLE gpu_stream_idle AS
+SELECT g.rank, g.stream,
+       CASE WHEN c.rank IS NULL THEN host_wait_ns ELSE free_host_wait_ns END AS host_wait_ns,
+       CASE WHEN c.rank IS NULL THEN kernel_wait_ns ELSE free_kernel_wait_ns END AS kernel_wait_ns,
+       CASE WHEN c.rank IS NULL THEN other_ns ELSE free_other_ns END AS other_ns,
+       CASE WHEN c.rank IS NULL THEN idle_ns ELSE free_idle_ns END AS idle_ns
+FROM gpu_stream_gaps g LEFT JOIN gpu_stream_clipped c ON c.rank = g.rank AND c.stream = g.stream;
 
 -- The cause a host-side op names: what the launching thread was doing while the GPU waited for it.
 CREATE OR REPLACE TEMP MACRO host_cause(n) AS (

@@ -17,6 +17,7 @@ events and the intermediate tables through views, copies the small tables (``COP
 crosses ranks: groups, the sizes other ranks give, tags, layout, and what needs the tags.
 """
 
+import glob
 import shutil
 from pathlib import Path
 
@@ -56,8 +57,8 @@ def prepare_ranks(stage: Path, batch: int, ranks: list[tuple[int, dict]], kernel
         con.execute("SET preserve_insertion_order = false")
         con.execute(ddl(VIEWS + COPIED + ("ranks", "process_groups"), comments=False))
         con.execute(sql_file("traceparse.store", "macros.sql"))
-        for table in RAW:
-            files = [str(raw_folder(stage, slot) / f"{table}.parquet") for slot, _ in ranks]
+        for table in RAW:  # each file named literally: a stage path holding [, * or ? is no pattern
+            files = [glob.escape(str(raw_folder(stage, slot) / f"{table}.parquet")) for slot, _ in ranks]
             con.read_parquet(files, hive_partitioning=True).project(
                 "* EXCLUDE (slot), slot::INTEGER AS rank").create_view(f"raw_{table}")
         con.execute("CREATE TEMP TABLE clock (rank INTEGER, offset_ns BIGINT)")

@@ -23,7 +23,7 @@ is refused (TraceError).
 The micro-batch size b per data-parallel replica stays as measured: the global batch is dp x m x b.
 """
 
-from traceparse.models.pipeline import expected_bubble, simulate, textbook_orders
+from traceparse.models.pipeline import MAX_ACTIONS, MAX_STAGES, expected_bubble, simulate, textbook_orders
 from traceparse.models.comm_volume import expected
 from traceparse.models.memory import zero_memory
 from traceparse.layout.model_facts import fact
@@ -35,11 +35,9 @@ from traceparse.axes import AXES
 
 STRATEGIES = AXES
 V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
-# The target's order is built and replayed action by action (models.pipeline.replay: passes over the ranks until
-# none advances), so its size is bounded to keep a forecast within seconds: 2 m v actions on each of N_PP ranks,
-# and N_PP v stages. Real pipelines (N_PP <= 128, m v of a few hundred) are well inside.
-MAX_ACTIONS = 2**15
-MAX_STAGES = 2**10
+# The target's order is built and replayed action by action, so a target larger than an order may be
+# (models.pipeline MAX_ACTIONS, MAX_STAGES) is refused; the measured run's own order beyond them is not built (its
+# terms come from the formulas).
 PP_REMAINDER = ("the pipeline's waits and transfers: step - compute - other - exposed non-pipeline communication "
                 "(the replay, or the formula model where there is none)")
 

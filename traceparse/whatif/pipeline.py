@@ -10,7 +10,7 @@ order (the measured one where the target keeps the schedule, N_PP, m and v; else
 chunk holds and the work a device does in one) plus the same o: its makespan is the target's pipeline time.
 """
 
-from traceparse.models.pipeline import replay, textbook_orders
+from traceparse.models.pipeline import MAX_STAGES, replay, textbook_orders
 from traceparse.layout.model_facts import fact
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o
@@ -39,6 +39,8 @@ def action_costs(m: dict, s: dict, t: dict, work: float, layers) -> tuple[dict |
     chunk_s = (m["L_local"]["value"] or 1) / s["virtual_stages"]
     chunk_t = layers / t["pp"] / t["virtual_stages"] if layers else chunk_s
     stages_t = t["pp"] * t["virtual_stages"]
+    if stages_t > MAX_STAGES:
+        return None, f"{stages_t:,} (virtual) stages: more than a replay holds ({MAX_STAGES:,})"
     if stages_t == len(acts) and chunk_t == chunk_s and not t["balanced"]:
         return ({(k, st): v * work for st, c in acts.items() for k, v in c.items()},
                 f"each stage's measured compute per action x work per device {work:g}")
@@ -88,7 +90,8 @@ def calibrated_overhead(m: dict, s: dict) -> dict:
     cost, _ = action_costs(m, s, s | {"balanced": False}, 1.0, None)
     step = m["step_time_ns"]["value"]
     if step is None or not _replayable(order, cost):
-        return fact(None, "no profiled step, or no order with a measured cost for every action")
+        return fact(None, "no profiled step, or no order with a measured cost for every action (an order beyond "
+                          "models.pipeline.MAX_ACTIONS actions is not built)")
     non_pp = sum(f["value"] or 0 for k, f in m["exposed_comm_ns"].items() if k != "pp")
     pipeline_ns = step - non_pp - (m["optimizer_ns"]["value"] or 0)
     own = "reconstructed" if m["order"]["value"] else "textbook"

@@ -15,14 +15,19 @@ more, then those of a kind no validation pair covers, then those without a step 
 it forecastable: reliability.remedy), then the excluded; within each group, fastest predicted first.
 """
 
+import math
+
 from traceparse.errors import TraceError
+from traceparse.bounds import MEMORY_BYTES
 from traceparse.whatif.forecast import forecast, target_layout
 from traceparse.whatif.measured import layout, model_layers
 from traceparse.whatif.reliability import RELIABLE, SOURCE, kind, remedy
 
 
 def divisors(n):
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n``, ascending, by trial up to its square root (a world of 2^31 - 1 ranks: 46,341 trials)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 def candidates(t0: dict, world: int, layers) -> list[dict]:
@@ -46,7 +51,11 @@ def candidates(t0: dict, world: int, layers) -> list[dict]:
 
 
 def bounds(given: dict, device_memory_bytes=None) -> dict:
-    """The facts that bound a layout: ranks_per_node, kv_heads (of ``given``) and the device's memory."""
+    """The facts that bound a layout: ranks_per_node, kv_heads (of ``given``) and the device's memory (refused,
+    TraceError, beyond bounds.MEMORY_BYTES or not a finite number)."""
+    if device_memory_bytes is not None and not 0 < device_memory_bytes <= MEMORY_BYTES:
+        raise TraceError(None, f"--device-memory is out of range: more than 0 and at most {MEMORY_BYTES // 2**30:,} "
+                         "GiB (an exbibyte)")
     return {"ranks_per_node": given.get("ranks_per_node"), "kv_heads": given.get("kv_heads"),
             "device_memory_bytes": device_memory_bytes}
 
@@ -68,6 +77,16 @@ def excluded(c: dict, facts: dict, layers, memory) -> str | None:
     if dev and memory and memory > dev:
         return f"memory {memory:,.0f} B exceeds the device's {dev:,.0f} B"
     return None
+
+
+def _refused(m: dict, c: dict, why: str) -> dict:
+    """What a forecast gives for a candidate it refuses: its layout, no prediction, and ``why``."""
+    t = {**layout(m), **c, "layers": None, "balanced": False, "without_straggler": False}
+    t["world_size"] = t["dp"] * t["tp"] * t["pp"] * t["cp"] * t["sp"]
+    none = ("step_time_ns", "bubble", "bubble_replay", "compute_ns", "other_ns", "memory_per_device_bytes",
+            "activation_bytes")
+    return {"target": t, "prediction": {**dict.fromkeys(none), "bytes_per_rank_per_step": {}, "exposed_comm_ns": {}},
+            "how": {"step_time": why, "bytes": {}, "exposed_comm": {}}, "refused": why}
 
 
 def restated(m: dict) -> dict:
@@ -101,8 +120,11 @@ def sweep(m: dict, facts: dict, world: int) -> dict:
     t0 = {k: m[k]["value"] for k in ("cp", "sp", "ep", "microbatches")}
     rows = []
     for c in candidates(t0, world, layers):
-        got = forecast(m, c)
-        why = excluded(c, facts, layers, got["prediction"]["memory_per_device_bytes"])
+        try:
+            got = forecast(m, c)
+        except TraceError as e:  # a pipeline too large to replay (forecast.MAX_ACTIONS): excluded, saying why
+            got = _refused(m, c, e.problem.removeprefix("--layout: "))
+        why = got.get("refused") or excluded(c, facts, layers, got["prediction"]["memory_per_device_bytes"])
         rows.append({"layout": got["target"], "prediction": got["prediction"], "excluded": why,
                      "step_time_how": got["how"]["step_time"], "forecast_kind": kind(s, got["target"], layers),
                      "remedy": remedy(got["prediction"], got["how"])})

@@ -1,0 +1,173 @@
+"""A store is untrusted input: a file someone else made (a CI artifact, a colleague's ``--db``) is read as data only.
+
+Every read connection to a store (``open_store``) is an in-memory DuckDB with the store attached read-only, opened
+without extension auto-install or auto-load, and checked before any of its tables is read (``vet``): it holds no
+view, and no macro or column expression, that traceparse's own schema (``schema.ddl`` and ``macros.sql``) does not
+define, else the store is refused (``TraceError``: one line, exit 2). The build folder its ``meta`` row ``parts``
+names is a folder of its own ``<store>.ranks`` (``parts.build_folder``). Then (``confine``) DuckDB's external access
+is limited to that folder and the store's spill folder (``<store>.tmp``), community extensions are off and the
+configuration is locked: whatever the store holds, a query on it reads no other file and writes none elsewhere.
+
+``traceparse sql`` runs the user's own query: its connection (``full_access``) is checked the same way, then keeps
+DuckDB's full access (files, extensions) for that query.
+"""
+
+import glob
+import os
+from functools import cache
+from pathlib import Path
+
+import duckdb
+
+from traceparse.errors import TraceError
+
+ALIAS = "store"  # the name the store is attached under when its file name is not a plain one
+RESERVED = {"memory", "system", "temp", "main"}
+NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+NOT_A_STORE = "not a traceparse store (no such file, or not made by traceparse)"
+
+
+class NotAStore(TraceError):
+    """A database without a store's ``meta`` table (another program's DuckDB file, a run history)."""
+
+
+def quoted(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def literal_path(path) -> str:
+    """``path`` as an SQL string that DuckDB's file readers take as that one file: its glob characters escaped
+    (``[*]``, ``[?]``, ``[[]``), then quoted. A path holding ``[``, ``*`` or ``?`` would otherwise be a pattern."""
+    return quoted(glob.escape(str(path)))
+
+
+def alias_of(store: Path) -> str:
+    """The name the store is attached under: its file's stem, as DuckDB names a database it opens, when that is a
+    plain identifier; else ``store``."""
+    stem = store.stem
+    if stem.isidentifier() and stem.isascii() and stem.lower() not in RESERVED:
+        return stem
+    return ALIAS
+
+
+def journals(path) -> list[str]:
+    """The names under which DuckDB looks for the journal (write-ahead log) of the database file ``path``: beside
+    it, ``<path>.wal``; for a path holding ``?``, which DuckDB reads as the start of a database's parameters, also
+    ``<before the ?>.wal?<after>``."""
+    path = str(path)
+    names = [path + ".wal"]
+    if "?" in path:
+        at = path.index("?")
+        names.append(path[:at] + ".wal" + path[at:])
+    return names
+
+
+def writable_by_duckdb(path) -> bool:
+    """Whether DuckDB can write the database file ``path``: not when its real path holds ``?`` (its journal would
+    go to the folder ``journals`` names, which is not there)."""
+    return "?" not in os.path.realpath(path)
+
+
+def duckdb_config() -> dict:
+    """DuckDB settings of every store connection: ``TRACEPARSE_MEMORY_LIMIT`` (e.g. ``4GB``; default DuckDB's,
+    80% of the machine) bounds DuckDB's memory, which spills past it to ``<store>.tmp`` beside the store."""
+    limit = os.environ.get("TRACEPARSE_MEMORY_LIMIT")
+    return {"memory_limit": limit} if limit else {}
+
+
+def open_store(store, full_access: bool = False):
+    """A read-only connection to the store file ``store`` (settings of ``duckdb_config``), checked (``vet``).
+    DuckDB's errors (no such file, not a DuckDB file, a damaged one) are raised as they are; a DuckDB file without
+    a store's ``meta`` table is ``NotAStore``. ``confine`` it once its build folder is known, then ``lock`` it."""
+    given, store = store, Path(store).absolute()
+    limits = duckdb_config()
+    config = {**limits, **NO_EXTENSIONS, "temp_directory": f"{store}.tmp"}
+    if not full_access:
+        config["allow_community_extensions"] = False
+    try:
+        con = duckdb.connect(config=config)
+    except (duckdb.InvalidInputException, duckdb.ParserException) as e:
+        if not limits:
+            raise
+        raise TraceError("TRACEPARSE_MEMORY_LIMIT", str(e).splitlines()[0]) from None  # the limit cannot be read
+    try:
+        if not full_access:
+            real = os.path.realpath(store)  # DuckDB opens the file by its real path
+            con.execute("SET allowed_paths = ?", [sorted({str(store), real, *journals(store), *journals(real)})])
+        alias = alias_of(store)
+        con.execute(f'ATTACH {quoted(store)} AS "{alias}" (READ_ONLY)')
+        con.execute(f'USE "{alias}"')
+        if not has_meta(con):
+            raise NotAStore(given, NOT_A_STORE)
+        vet(con, given)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def confine(con, store, folder: Path | None, full_access: bool = False):
+    """Limit ``con`` (``open_store``) to its store, the build ``folder`` and the spill folder. With ``full_access``
+    (``traceparse sql``): extensions as DuckDB's defaults have them again, for the user's query."""
+    if full_access:
+        con.execute("SET autoinstall_known_extensions = true")
+        con.execute("SET autoload_known_extensions = true")
+        return
+    store = Path(store).absolute()
+    folders = [f"{store}.tmp", f"{os.path.realpath(store)}.tmp"] + ([str(folder)] if folder is not None else [])
+    # DuckDB checks the pattern a reader is given (literal_path: escaped) as well as the files it matches
+    allowed = sorted({f + "/" for f in folders} | {glob.escape(f) + "/" for f in folders})
+    con.execute("SET allowed_directories = ?", [allowed])
+    con.execute("SET enable_external_access = false")
+
+
+def lock(con, full_access: bool = False):
+    """No setting of ``con`` can change from here on (external access, extensions)."""
+    if not full_access:
+        con.execute("SET lock_configuration = true")
+
+
+def has_meta(con) -> bool:
+    """Whether the attached database has the ``meta`` table of a store (a table: a view would run on read)."""
+    return bool(con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
+                            "AND schema_name = 'main' AND table_name = 'meta'").fetchall())
+
+
+def vet(con, store):
+    """Refuse (``TraceError``) a store holding a view, a macro or a column expression that traceparse's schema does
+    not define: each would run a query of its maker's on read. Reads the catalog only, nothing of the store's."""
+    own = _own_catalog()
+    for kind, name, definition in _catalog(con):
+        if (kind, name, definition) not in own:
+            raise TraceError(store, f"holds a {kind} {name} that is not traceparse's (a store is read as data only, "
+                             "never as code); refused: load the traces again into a store of your own")
+
+
+def _catalog(con) -> list[tuple[str, str, str]]:
+    """(kind, name, definition) of every view, macro and column expression of the current database."""
+    where = "database_name = current_database()"
+    views = con.execute(f"SELECT schema_name, view_name, sql FROM duckdb_views() WHERE {where} AND NOT internal")
+    out = [("view", f"{s}.{n}", sql) for s, n, sql in views.fetchall()]
+    macros = con.execute("SELECT schema_name, function_name, function_type, parameters::VARCHAR, macro_definition "
+                         f"FROM duckdb_functions() WHERE {where} AND NOT internal")
+    out += [("macro", f"{s}.{n}", f"{kind}({params}) {body}") for s, n, kind, params, body in macros.fetchall()]
+    cols = con.execute("SELECT schema_name, table_name, column_name, column_default FROM duckdb_columns() "
+                       f"WHERE {where} AND column_default IS NOT NULL")
+    out += [("column expression", f"{s}.{t}.{c}", d) for s, t, c, d in cols.fetchall()]
+    return out
+
+
+@cache
+def _own_catalog() -> frozenset:
+    """What traceparse's schema and macros define, as ``_catalog`` reads it (this DuckDB's rendering)."""
+    from traceparse.store.query import sql_file
+    from traceparse.store.schema import ddl
+
+    con = duckdb.connect()
+    try:
+        con.execute(ddl())
+        con.execute(sql_file("traceparse.store", "macros.sql"))
+        return frozenset(_catalog(con))
+    finally:
+        con.close()
