@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from traceparse.version import __version__
-from traceparse.errors import TraceError
+from traceparse.errors import TraceError, shown
 from traceparse.output import json_text
 
 
@@ -217,7 +217,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, full, layout, fail_on, c
         doc = analyze_document(con, top, stated, not no_cache)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
-            click.echo(f"traceparse: {issue['severity']}: {issue['file'] or 'run'}: {issue['what']}", err=True)
+            click.echo(f"traceparse: {issue['severity']}: {shown(issue['file'] or 'run')}: {shown(issue['what'])}", err=True)
     colour = None
     if fmt == "json":
         out = json_text(doc)
@@ -272,7 +272,7 @@ def sql(query, paths, db, no_cache, allow_mixed, fmt):
                 if _is_interrupt(e):
                     raise
                 if query:
-                    click.echo(f"traceparse: error: query failed: {str(e).splitlines()[0]}", err=True)
+                    click.echo(f"traceparse: error: query failed: {shown(str(e).splitlines()[0])}", err=True)
                     sys.exit(2)
                 click.echo(f"error: {e}", err=True)
 
@@ -546,8 +546,8 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
             times.append(kernel_times(con))
         for issue in docs[-1]["load_issues"]:
             if issue["severity"] != "info":
-                click.echo(f"traceparse: {issue['severity']}: {name}: {issue['file'] or 'run'}: {issue['what']}",
-                           err=True)
+                click.echo(f"traceparse: {issue['severity']}: {name}: {shown(issue['file'] or 'run')}: "
+                           f"{shown(issue['what'])}", err=True)
     doc = compare_runs(*docs, thresholds, kernels=tuple(times))
     text = {"json": lambda: json_text(doc), "markdown": lambda: render_markdown(doc),
             "text": lambda: render_text(doc), "html": lambda: render_html(doc)}[fmt]()
