@@ -4,7 +4,9 @@
 
 generates ``--cases`` seeded cases over the classes (``--classes exponent,bad_value,...``; default all: the
 loading classes of tests/mutation/generate.py, the surface classes of tests/mutation/surfaces.py, ``output``,
-``history``, ``arguments``, ``concurrent``, and ``dump``, hostile Flight Recorder dumps, tests/mutation/dumps.py)
+``history``, ``arguments``, ``concurrent``, ``dump``, hostile Flight Recorder dumps, tests/mutation/dumps.py, and the
+hostile-input classes of tests/mutation/hostile.py, ``store``, ``control_chars``, ``markdown``, ``huge_numbers``,
+``path_chars``)
 plus one unmutated control per input arrangement, runs each as a ``traceparse`` subprocess in its
 own folders, session and memory limit, and writes a JSON report: counts per class and outcome, the
 first examples of each failure (their inputs, stdout, stderr and a case.json with the command to

@@ -3,7 +3,8 @@
 110 damaged traces and command lines over the loading classes (``tests/mutation/generate.py``), and one case
 per operator of the newer surfaces (``tests/mutation/surfaces.py``: -o targets, run histories, argument
 checks; ``tests/mutation/dumps.py``: hostile Flight Recorder dumps for hang) plus one of the Python API called at
-once, each run
+once, and one case per operator of the hostile-input classes (``tests/mutation/hostile.py``: hostile stores, control
+characters and Markdown in names, huge metadata numbers, odd characters in paths), each run
 as a ``traceparse`` subprocess in its own folders, session and memory limit (``tests/mutation/run.py``)
 and judged by ``tests/mutation/checks.py``: exit 0/1 with every lost event or field counted in
 load_issues, or exit 2 with one line naming the file; no traceback, no signal, nothing left running
@@ -22,6 +23,7 @@ from conftest import public_trace
 from mutation.bases import PUBLIC_NEEDED
 from mutation.campaign import run_cases
 from mutation.generate import CLASSES, OPS, generate_cases
+from mutation.hostile import HOSTILE_CLASSES
 from mutation.surfaces import SURFACE_CLASSES
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, os.wait4 and RLIMIT_AS")]
@@ -30,7 +32,9 @@ SEED = 20251201
 CASES = 110  # over the loading classes: every operator met
 # the surface classes: one case per operator (one for concurrent, the slow one); about a minute at 2 at a time
 SURFACE_CASES = {"output": 10, "history": 9, "arguments": 8, "concurrent": 1, "dump": 9}
-LOADING_CLASSES = [c for c in CLASSES if c not in SURFACE_CLASSES]
+# the hostile-input classes: one case per operator; about 40 s at 2 at a time
+HOSTILE_CASES = {"store": 5, "control_chars": 4, "markdown": 5, "huge_numbers": 5, "path_chars": 4}
+LOADING_CLASSES = [c for c in CLASSES if c not in SURFACE_CLASSES and c not in HOSTILE_CLASSES]
 JOBS = int(os.environ.get("TRACEPARSE_MUTATION_JOBS") or min(2, os.cpu_count() or 1))
 
 _state: dict = {"cases": None, "baselines": {}, "results": {}, "controls": {}}
@@ -39,7 +43,7 @@ _state: dict = {"cases": None, "baselines": {}, "results": {}, "controls": {}}
 def _sample():
     if _state["cases"] is None:
         _state["cases"] = generate_cases(CASES, SEED, LOADING_CLASSES) + [
-            c for cls, n in SURFACE_CASES.items() for c in generate_cases(n, SEED, [cls])]
+            c for cls, n in {**SURFACE_CASES, **HOSTILE_CASES}.items() for c in generate_cases(n, SEED, [cls])]
     return _state["cases"]
 
 
@@ -87,3 +91,4 @@ def test_sample_meets_every_operator():
     missing = {(cls, name) for cls, ops in OPS.items() if cls != "concurrent" for name, _ in ops} - met
     assert not missing, f"operators the sample never uses: {sorted(missing)}"
     assert set(SURFACE_CASES) == set(SURFACE_CLASSES)
+    assert set(HOSTILE_CASES) == set(HOSTILE_CLASSES)

@@ -8,6 +8,9 @@ subprocess of the ``traceparse`` CLI and judged against the loading promise (doc
   their checks; ``api_driver``: the script the ``concurrent`` cases run;
 - ``dumps``: the ``dump`` class, hostile Flight Recorder dumps for ``hang`` made from ``fixtures/hangs`` (its
   builders are also ``tests/test_hang_hostile.py``'s);
+- ``hostile``: hostile stores (``store``), control characters and Markdown in names (``control_chars``,
+  ``markdown``), huge metadata and option numbers (``huge_numbers``), odd characters in paths (``path_chars``), and
+  their checks;
 - ``run``: runs one case in its own folders, session and limits, and collects what happened;
 - ``checks``: decides the outcome (ok, crash, traceback, silent loss, ...);
 - ``campaign``: runs many cases (controls first), counts outcomes and keeps examples.

@@ -3,7 +3,8 @@
 ``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (``CLASSES``: nine kinds of hostile
 input, from huge exponents to bad command-line arguments, plus truncation and gzip damage, plus the surface
 classes of ``surfaces.py``: -o targets, run histories, argument checks, the API called at once; and hostile
-Flight Recorder dumps, ``dumps.py``), each class's operators taken in a seeded order so that a small sample
+Flight Recorder dumps, ``dumps.py``; and the hostile-input classes of ``hostile.py``: hostile stores, control
+characters and Markdown in names, huge metadata numbers, odd path characters), each class's operators taken in a seeded order so that a small sample
 still meets every operator, plus one ``control`` case (the unmutated input) per input arrangement the
 cases use: the controls run first and give the load issues an unmutated input has, so that a
 mutated case can tell a new load issue (the damage reported) from one the input always had.
@@ -1417,3 +1418,6 @@ from . import surfaces  # noqa: E402, F401
 
 # hostile Flight Recorder dumps for hang (class "dump")
 from . import dumps  # noqa: E402, F401
+
+# hostile stores, control characters and Markdown in names, huge metadata numbers, odd path characters
+from . import hostile  # noqa: E402, F401

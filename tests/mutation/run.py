@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import surfaces
+from . import hostile, surfaces
 from .checks import classify, leftover_files
 from .generate import Case
 
@@ -279,6 +279,7 @@ def run_case(case: Case, root, *, baseline=None, mem_limit_mb: int = MEM_LIMIT_M
             first = execute(case, sb, f"before{k}", mem_limit_mb=mem_limit_mb, grace=grace, args=args)
             if first.rc != 0:
                 raise RuntimeError(f"setting up, {' '.join(args)} exited {first.rc}: {first.stderr.strip()[-300:]}")
+        hostile_state = hostile.prepare(case, sb)  # after the setting-up commands: their environment is the usual
         state = surfaces.prepare(case, sb)
         if case.action == "kill":
             procs, extra = _kill(case, sb, mem_limit_mb, grace)
@@ -291,7 +292,8 @@ def run_case(case: Case, root, *, baseline=None, mem_limit_mb: int = MEM_LIMIT_M
         left = leftover_files(sb.tmp, sb.cache) + extra.get("leftovers", [])
         verdict = classify(case, procs, baseline=baseline, leftovers=left, changed=changed,
                            mem_limit_mb=mem_limit_mb, note=extra.get("note"),
-                           found=surfaces.judge(case, sb, procs[-1], state))
+                           found=surfaces.judge(case, sb, procs[-1], state)
+                           + hostile.judge(case, sb, procs[-1], hostile_state))
     finally:
         surfaces.release(state)
         if not keep:
@@ -425,6 +427,8 @@ def save_case(case: Case, folder: Path):
                              f"{case.action_args['damage']} (tests/mutation/run.py _damage); {cmd}")
     else:
         info["reproduce"] = f"cd in && {env} && {cmd}"
+    if case.action_args.get("hostile"):  # its environment and the store's damage: tests/mutation/hostile.py prepare
+        info["reproduce"] += " # after the setting-up commands, with action_args.hostile applied (hostile.prepare)"
     (folder / "case.json").write_text(json.dumps(info, indent=2, default=str))
 
 

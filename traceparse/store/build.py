@@ -13,7 +13,7 @@ import duckdb
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
 from traceparse.store.schema import SCHEMA_VERSION, ddl
-from traceparse.store.trust import duckdb_config, open_store
+from traceparse.store.trust import duckdb_config, open_store, openable
 
 # connections to a store replaced while connecting (parts.Gone) before it is said to be missing, the n-th after
 # 0.05 x 2^n s: DuckDB shares one open database per file within a process, so a thread connecting while another
@@ -65,7 +65,7 @@ def _connect(db_path, read_only):
 
     config = duckdb_config()
     try:
-        return duckdb.connect(str(db_path), read_only=read_only, config=config)
+        return duckdb.connect(str(openable(db_path)), read_only=read_only, config=config)
     except (duckdb.InvalidInputException, duckdb.ParserException) as e:
         if not config:
             raise

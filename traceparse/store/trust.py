@@ -36,10 +36,20 @@ def quoted(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def openable(path):
+    """``path``, once DuckDB can open a file by that name: DuckDB reads a backslash as a folder separator on every
+    system (``a\\b/s.duckdb`` opens ``a/b/s.duckdb``) and, in a reader's pattern, as an escape, so a path holding
+    one is refused (TraceError naming it) rather than read or written somewhere else."""
+    if "\\" in str(path):
+        raise TraceError(path, "its path holds a backslash, which DuckDB reads as a folder separator: a store cannot "
+                               "be kept there; use a folder without one (the cache: set TRACEPARSE_CACHE)")
+    return path
+
+
 def literal_path(path) -> str:
     """``path`` as an SQL string that DuckDB's file readers take as that one file: its glob characters escaped
     (``[*]``, ``[?]``, ``[[]``), then quoted. A path holding ``[``, ``*`` or ``?`` would otherwise be a pattern."""
-    return quoted(glob.escape(str(path)))
+    return quoted(glob.escape(str(openable(path))))
 
 
 def alias_of(store: Path) -> str:
@@ -80,7 +90,7 @@ def open_store(store, full_access: bool = False):
     """A read-only connection to the store file ``store`` (settings of ``duckdb_config``), checked (``vet``).
     DuckDB's errors (no such file, not a DuckDB file, a damaged one) are raised as they are; a DuckDB file without
     a store's ``meta`` table is ``NotAStore``. ``confine`` it once its build folder is known, then ``lock`` it."""
-    given, store = store, Path(store).absolute()
+    given, store = store, Path(openable(store)).absolute()
     limits = duckdb_config()
     config = {**limits, **NO_EXTENSIONS, "temp_directory": f"{store}.tmp"}
     if not full_access:
