@@ -30,7 +30,7 @@ from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
 from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, stored, sweep
 from traceparse.store.schema import SCHEMA_VERSION
-from traceparse.store.trust import writable_by_duckdb
+from traceparse.store.trust import openable, writable_by_duckdb
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
 # commands that load nothing start without them.
@@ -79,7 +79,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     key = store_key(files, allow_mixed, window)
     remove_stale_leftovers()
     if db is not None:
-        target = Path(db)
+        target = openable(Path(db))
         if target.is_dir():
             raise TraceError(target, "is a directory; --db names the store file to write or read")
         if target.exists():
@@ -90,13 +90,14 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
                 raise TraceError(target, "exists and is not a traceparse store; refusing to overwrite it")
         _make_parent(target)
     elif use_cache:
-        target = cache_dir() / f"{key}.duckdb"
+        target = openable(cache_dir() / f"{key}.duckdb")
         if _cache_hit(target, key):
             return target, True
         _clear_cache_entry(target)  # damaged, stale or missing: built again
         _make_parent(target)
     else:
-        target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-")) / "run.duckdb"
+        temp = openable(tempfile.gettempdir())
+        target = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-", dir=temp)) / "run.duckdb"
     try:
         token, build, lock = new_build(target)
     except OSError as e:
