@@ -111,6 +111,38 @@ def run_check(module, con, stated=None):
     return module.run(Context(con, inferred_layout(con), stated or {}, thresholds().get(module.SPEC.id, {})))
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One cache folder for a module's CLI calls (``cli``)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def cli(shared_cache, monkeypatch):
+    """cli(*args) -> (exit code, stdout, stderr) of ``traceparse ARGS`` in this process, the runs' stores cached
+    across the module's tests."""
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+
+    monkeypatch.setenv("TRACEPARSE_CACHE", str(shared_cache))
+
+    def run(*args):
+        r = CliRunner().invoke(main, [str(a) for a in args])
+        return r.exit_code, r.stdout, r.stderr
+    return run
+
+
+def refused(got, *words) -> str:
+    """Of ``cli``'s (code, stdout, stderr): exit 2, nothing on stdout, one line on stderr naming ``words``; the line."""
+    code, out, err = got
+    assert (code, out) == (2, ""), got
+    assert err.count("\n") == 1 and err.startswith("traceparse: error: "), err
+    for w in words:
+        assert w in err, err
+    return err
+
+
 @pytest.fixture
 def browser_page():
     """``open_page(path, screenshot=None, ...)`` of tests/browser.py; skips, saying why, without

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import refused
 from traces import rows, step, trace, write, x
 
 from traceparse.cli import main
@@ -35,31 +36,6 @@ RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 ALL_KEYS = ("dp=2,tp=1,pp=1,cp=1,sp=1,ep=1,zero_stage=0,microbatches=1,virtual_stages=1,dp_replicate=2,dp_shard=1,"
             "layers=2,hidden=64,heads=4,kv_heads=4,seq=64,micro_batch=2,dtype_bytes=4,params=115328,top_k=1,"
             "experts=1,n_opt=2,ranks_per_node=8,optimizer=AdamW,pp_schedule=1f1b")  # every key: 263 characters
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture
-def cli(shared_cache, monkeypatch):
-    """cli(*args) -> (exit code, stdout, stderr), stores cached across this module's tests."""
-    monkeypatch.setenv("TRACEPARSE_CACHE", str(shared_cache))
-
-    def run(*args):
-        r = CliRunner().invoke(main, [str(a) for a in args])
-        return r.exit_code, r.stdout, r.stderr
-    return run
-
-
-def refused(got, *words):
-    """Exit 2, nothing on stdout, one line on stderr naming ``words``."""
-    code, out, err = got
-    assert (code, out) == (2, ""), got
-    assert err.count("\n") == 1 and err.startswith("traceparse: error: "), err
-    for w in words:
-        assert w in err, err
 
 
 def strict(text: str):

@@ -5,9 +5,8 @@ given twice and say which option is wrong. What it does forecast has no negative
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from conftest import refused
 
-from traceparse.cli import main
 from traceparse.document import document
 from traceparse.errors import TraceError
 from traceparse.load.run import open_run
@@ -18,31 +17,6 @@ from traceparse.whatif.sweep import excluded
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 GPIPE = str(RUNS / "pp4_gpipe_m4")  # 4 stages, 4 layers, m = 4
-
-
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture
-def cli(shared_cache, monkeypatch):
-    """cli(*args) -> (exit code, stdout, stderr), the runs' stores cached across this module's tests."""
-    monkeypatch.setenv("TRACEPARSE_CACHE", str(shared_cache))
-
-    def run(*args):
-        r = CliRunner().invoke(main, [str(a) for a in args])
-        return r.exit_code, r.stdout, r.stderr
-    return run
-
-
-def refused(got, *words):
-    code, out, err = got
-    assert (code, out) == (2, ""), got
-    assert err.count("\n") == 1 and err.startswith("traceparse: error: "), err
-    for w in words:
-        assert w in err, err
-    return err
 
 
 @pytest.mark.parametrize("target,words", [
