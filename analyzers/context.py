@@ -14,6 +14,7 @@ class Context:
     limits: dict  # this check's table of rules/thresholds.toml
     sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent
     path: dict | None = None  # the critical path section (the document's), else found when first read
+    graphs: list | None = None  # the step graphs (step_graph.step_graphs), built when first read
 
     @property
     def critical_path(self) -> dict:
@@ -23,6 +24,16 @@ class Context:
 
             self.path = critical_path_section(self.con)
         return self.path
+
+    @property
+    def step_graphs(self) -> list:
+        """The run's step graphs, one per step every rank has a window for (``step_graph.step_graphs``), built
+        once."""
+        if self.graphs is None:
+            from traceparse.vocabulary.step_graph import step_graphs
+
+            self.graphs = step_graphs(self.con)
+        return self.graphs
 
     def given(self, key) -> str:
         """Where the given value of ``key`` came from: 'stated' or 'metadata'."""

@@ -15,7 +15,8 @@ from collections import defaultdict
 from traceparse import stats
 from traceparse.units import ms
 
-from traceparse.vocabulary import compute, critical_path
+from traceparse.store.query import sql_file
+from traceparse.vocabulary import compute, critical_path, savings
 from traceparse.analyzers.base import Result, Spec, grade
 from traceparse.status import worst
 
@@ -80,11 +81,22 @@ SPEC = Spec(
         "share alone does not say a rank set the pace), and in a pipeline the stage whose ranks it runs through most "
         "(stage, stage_share). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
-        "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows."
+        "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows. "
+        "Cost (cost.per_step, cost.cause), by replay on the step graph (traceparse explain step_graph): per step, "
+        "for the ranks with the most excess (up to 3), saved_ns = the step's measured end - its end replayed with "
+        "that rank's work (per op name, and time in no op) at the median of its peers' (the other ranks of its "
+        "pipeline stage, else every other rank), ops its peers never run removed; share = saved_ns / the step's "
+        "length; kind = where the excess lies: work (ops its peers do not run, or more of them), slower (the same "
+        "ops each taking longer: its host or heavier inputs), stall (time in no op). cause = the rank that saves "
+        "the most, at least warn_straggler_share of the step, in a majority of the profiled steps (the one, with "
+        "one); saved_per_step_ns its mean over the steps, share its sum / the steps' lengths, steps_seen. Its own "
+        "work or a stall warns, and fails from fail_cost_share; slower is reported, not graded."
     ),
-    numerator="max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
+    numerator="cost: the step's measured length - its length replayed with the rank's work at its peers' median; "
+              "max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
               "straggler: its lateness per step, and what the others lose per step waiting for it",
-    denominator="mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the lateness's "
+    denominator="cost: the step's measured length; "
+                "mean over ranks; EP: its EP group's rows, against the fair share 1/N_EP; straggler: the lateness's "
                 "step-to-step standard error (t test, p <= 0.01 over the ranks), and the mean step time (share >= "
                 "warn_straggler_share)",
     needs="ProfilerStep annotations, CPU ops (main thread) or GPU kernels; comm_ops with groups and seq or group "
@@ -158,6 +170,7 @@ def run(ctx):
         "heavy_rank": cp_heavy if ring["cp_compute"] else pp_heavy,
         "critical_path": _on_path(shares, pipeline["pp_stages"], path["spells"], len(ranks)),
         **_experts(tokens, ep_groups),
+        "cost": _cost(ctx) if len(ranks) > 1 else None,
     }
     findings = _findings(numbers, ctx.limits)
     if len(ranks) < 2 and not tokens:
@@ -489,6 +502,32 @@ def _step_test(ctx) -> dict | None:
     return {"rank": rank, "excess_ns": round(tests[rank]["effect"]), "p": _round(tests[rank]["p"], 6)}
 
 
+def _cost(ctx) -> dict:
+    """What each step's costliest ranks cost it by replay, and the rank that is a cause (savings.rank_costs): peers
+    are the other ranks of its pipeline stage, else every other rank."""
+    stage = {r["rank"]: r["stage"] for r in ctx.rows(sql_file("traceparse.vocabulary", "pp_stages.sql"))}
+    return savings.rank_costs(ctx.step_graphs, stage, ctx.limits["warn_straggler_share"])
+
+
+def _cost_grade(limits, n) -> str:
+    """A rank whose own work or stall costs the steps: graded by its share of the step; its host's slowness is
+    reported, not graded (the job's ranks are alike)."""
+    cause = (n.get("cost") or {}).get("cause")
+    if cause is None or cause["kind"] == "slower":
+        return "ok"
+    return grade(cause["share"], limits["warn_straggler_share"], limits["fail_cost_share"])
+
+
+def _cost_finding(n) -> str | None:
+    cause = (n.get("cost") or {}).get("cause")
+    if cause is None:
+        return None
+    seen = "once" if cause["steps"] == 1 else f"in {cause['steps_seen']} of {cause['steps']} steps"
+    what = savings.KINDS.get(cause["kind"], "its work")
+    return (f"Rank {cause['rank']} costs the step {ms(cause['saved_per_step_ns'])} ({cause['share']:.0%}) by replay: "
+            f"{what}; its work at its peers' median would end the step that much sooner; seen {seen}.")
+
+
 def _status(limits, n) -> str:
     """Step time when its spread is more than the step-to-step noise, the compute floor (busy time where there
     is none) against max/mean; EP hot share vs fair; a named straggler warns (its stall stretches every rank's
@@ -501,6 +540,7 @@ def _status(limits, n) -> str:
         grade(compute, warn, fail),
         grade(n["hot_over_fair"], limits["warn_hot_over_fair"], limits["fail_hot_over_fair"]),
         "ok" if n["straggler_rank"] is None else "warn",
+        _cost_grade(limits, n),
     ])
 
 
@@ -545,7 +585,7 @@ def _stage_on_path(n) -> str:
 
 def _findings(n, limits) -> list:
     stands_out, hot_warn = limits["warn_max_over_mean"], limits["warn_hot_over_fair"]
-    out = [f for f in [_straggler_finding(n)] if f]
+    out = [f for f in [_cost_finding(n), _straggler_finding(n)] if f]
     busy, floor = n["compute"]["max_over_mean"], n["compute_floor"]["max_over_mean"]
     if floor is not None and floor >= stands_out:
         top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)

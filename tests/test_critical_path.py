@@ -18,6 +18,7 @@ from traces import step, trace, write, x
 from traceparse import stats
 from traceparse.document import analyze
 from traceparse.load.run import open_run
+from traceparse.vocabulary.step_graph import step_graphs
 from traceparse.vocabulary.critical_path import Walk, critical_path_section, totals
 
 US = 1000
@@ -107,6 +108,10 @@ RUNS = sorted(p.name for p in committed_runs().iterdir() if (p / "truth.json").i
                          + [pytest.param(p, marks=pytest.mark.slow) for p in public_trace_files()],
                          ids=lambda p: getattr(p, "name", p))
 def test_the_path_is_the_measured_step(path):
+    """Every bundled run and public GPU trace: each step's path is its measured length, its pieces tile it; and the
+    step graph replayed with the measured durations gives back every recorded moment (tests/test_step_graph.py)."""
+    from test_step_graph import replays_exactly
+
     path = FIXTURE_RUNS / path if isinstance(path, str) else needed(path)
     with open_run([str(path)]) as con:
         cp = critical_path_section(con)
@@ -115,6 +120,9 @@ def test_the_path_is_the_measured_step(path):
         for s in cp["steps"]:
             assert s["length_ns"] == s["covered_ns"] == windows[s["step"]]
             assert tiles(con, s), s["step"]
+        for g in step_graphs(con):
+            assert replays_exactly(g) == [], g.step
+            assert g.replay()["end_ns"] == g.end_ns()
 
 
 def balanced(name: str) -> bool:

@@ -146,6 +146,27 @@ METRICS = {
         "(communication), by_rank: ns on the path; top: its longest pieces (rank, lane, cause, name, share = "
         "dur_ns / length_ns); segments: consecutive pieces of one rank and cause merged, for the timeline",
     ),
+    "step_graph": (
+        "The step graph and its replay",
+        "each profiled step across ranks as a graph that can be replayed with its durations changed "
+        "(vocabulary/step_graph.py). A rank's lanes (its CPU threads, its GPU streams) are sequences of the moments "
+        "the trace recorded (the bounds of outermost ops and of blocking intervals, where it issued communication "
+        "and launched kernels, kernels' starts and ends, its step window); between two moments lies work (own time, "
+        "replayed as its duration), a wait (a CPU thread blocked until a communication operation completes or is "
+        "released, a GPU activity ends, or another thread's op ends: replayed as max(start, what it waited for) + the "
+        "measured tail after it), a kernel's start (after the kernel before it on its stream and its launch, the lag "
+        "after the later kept) or a communication kernel (max(start, release) + transfer). A communication "
+        "operation is released at the latest arrival of its members that arrived before it completed (a collective's "
+        "members, a point-to-point operation's matched peer), each arrival a moment of the member's lane (its call, "
+        "or its kernel's start); it completes a measured transfer later. Replayed with the measured durations, every "
+        "moment comes out at its measured time (a test holds it on every bundled run and public trace). A cause's "
+        "cost is a counterfactual: the step's measured end less its end replayed with the cause taken away, so "
+        "causes that overlap are not counted twice and a number that sets nobody's pace costs nothing. Used by "
+        "imbalance (cost: a rank's work at its peers' median)",
+        "per step: the step's end replayed (max over ranks of each window's end) against the measured one; a cost = "
+        "measured end - replayed end, share = cost / the step's length (from the start of the window of the rank "
+        "that ended last)",
+    ),
     "timeline": (
         "Timeline of one step",
         "the step: among the steps every rank has a window for (step_windows), the one whose window length "

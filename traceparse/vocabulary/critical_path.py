@@ -66,7 +66,7 @@ class Rank:
 
     def latest_done(self, after: int, upto: int, tid):
         """The communication operation that completed last in (after, upto], issued on ``tid`` or run on a GPU."""
-        return _latest(self.done, self.done_at, after, upto, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
+        return latest(self.done, self.done_at, after, upto, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
 
     def self_gap(self, tid, t: int):
         """(start, end) of the stretch around ``t`` that thread ``tid`` spent in an op's own time, between that op's
@@ -75,41 +75,47 @@ class Rank:
             self.nested = _by(rows(self.con, "SELECT tid, s, e FROM cp_cpu_events(?) ORDER BY s, e DESC",
                                    [self.rank]), "tid")
             self.nested_starts = {k: [o["s"] for o in v] for k, v in self.nested.items()}
-        evs, starts = self.nested.get(tid, []), self.nested_starts.get(tid, [])
-        i = bisect.bisect_right(starts, t) - 1
-        holder = None  # the innermost event holding t: the latest to start among those that do
-        for j in range(i, max(i - SCAN, -1), -1):  # back over the siblings that ended before t, to its holder
-            if evs[j]["s"] < t < evs[j]["e"]:
-                holder = j
-                break
-        if holder is None:
-            return None
-        op, lo, hi, children = evs[holder], evs[holder]["s"], evs[holder]["e"], False
-        for c in evs[holder + 1:]:
-            if c["s"] >= op["e"]:
-                break
-            children = True
-            if c["e"] <= t:
-                lo = max(lo, c["e"])
-            elif c["s"] >= t:
-                hi = min(hi, c["s"])
-                break
-        return (lo, hi) if children else None
+        return own_gap(self.nested.get(tid, []), self.nested_starts.get(tid, []), t)
 
     def latest_other_thread(self, tid, after: int, upto: int):
         """The op of another CPU thread than ``tid`` that ended last in (after, upto]: what an idle thread waited for
         (the autograd engine's thread running backward while the main thread waits in it)."""
-        return _latest(self.ops_by_end, self.op_ends, after, upto, lambda o: o["tid"] != tid)
+        return latest(self.ops_by_end, self.op_ends, after, upto, lambda o: o["tid"] != tid)
 
     def latest_other_end(self, stream, after: int, upto: int):
         """The activity of another stream than ``stream`` that ended last in (after, upto]."""
-        return _latest(self.acts_by_end, self.act_ends, after, upto, lambda a: a["stream"] != stream)
+        return latest(self.acts_by_end, self.act_ends, after, upto, lambda a: a["stream"] != stream)
 
     def latest_gpu_end(self, after: int, upto: int):
-        return _latest(self.acts_by_end, self.act_ends, after, upto, lambda _: True)
+        return latest(self.acts_by_end, self.act_ends, after, upto, lambda _: True)
 
 
-def _latest(items: list, ends: list, after: int, upto: int, keep):
+def own_gap(evs: list, starts: list, t: int):
+    """(start, end) of the stretch around ``t`` that a thread (``evs``: its events by start, longer first; ``starts``
+    their starts) spent in an op's own time, between that op's children (an op with none is its own work: None);
+    None too where no op holds ``t``."""
+    i = bisect.bisect_right(starts, t) - 1
+    holder = None  # the innermost event holding t: the latest to start among those that do
+    for j in range(i, max(i - SCAN, -1), -1):  # back over the siblings that ended before t, to its holder
+        if evs[j]["s"] < t < evs[j]["e"]:
+            holder = j
+            break
+    if holder is None:
+        return None
+    op, lo, hi, children = evs[holder], evs[holder]["s"], evs[holder]["e"], False
+    for c in evs[holder + 1:]:
+        if c["s"] >= op["e"]:
+            break
+        children = True
+        if c["e"] <= t:
+            lo = max(lo, c["e"])
+        elif c["s"] >= t:
+            hi = min(hi, c["s"])
+            break
+    return (lo, hi) if children else None
+
+
+def latest(items: list, ends: list, after: int, upto: int, keep):
     """The last of ``items`` (sorted by end, ``ends`` their ends) ending in (after, upto] that ``keep`` accepts."""
     i = bisect.bisect_right(ends, upto) - 1
     while i >= 0 and ends[i] > after:
@@ -231,7 +237,7 @@ class Walk:
         released by another rank; the wait began where that stretch of own time did. None otherwise."""
         if rk.gpu:
             return None
-        done = _latest(rk.done, rk.done_at, after, upto,
+        done = latest(rk.done, rk.done_at, after, upto,
                        lambda d: d["lane"] == "cpu" and d["tid"] == tid and d["released_by"] != rk.rank)
         gap = rk.self_gap(tid, done["done_ns"]) if done is not None else None
         return None if gap is None else (done, max(gap[0], after))

@@ -1,0 +1,79 @@
+"""The step graph (traceparse/vocabulary/step_graph.py): replayed with its measured durations it reproduces every
+point of every lane, so the step; a counterfactual's saving is what the replay shortens the step by."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURE_RUNS
+from traces import load, step, thread_name, trace, write, x
+
+from traceparse.load.run import open_run
+from traceparse.vocabulary.savings import rank_excess, work_by_name
+from traceparse.vocabulary.step_graph import step_graphs
+
+US = 1000
+ALLREDUCE_ARGS = {"Input Dims": [[[4]], [], [], [], [], []], "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"],
+                  "Concrete Inputs": ["", "", "", "", "True", "-1"]}
+GLOO_ARGS = {"Input Dims": [[4]], "Input type": ["float"], "Concrete Inputs": [""]}
+EXTRA_US = 500
+
+
+def rank_events(extra: bool) -> list:
+    """One step of a gloo rank: a matmul, (on the slow rank) an extra op of EXTRA_US, then a blocking all-reduce
+    that the group's worker thread runs, released when the last rank's worker starts it, 55 us of transfer after."""
+    call = 300 + (EXTRA_US if extra else 0)
+    done = 300 + EXTRA_US + 5 + 55  # both ranks complete when the slow one's transfer ends
+    evs = [thread_name(1, 1, "python"), thread_name(1, 9, "pt_gloo_runloop"), step(1, 0, 1000),
+           x("aten::mm", 100, 200)]
+    if extra:
+        evs.append(x("slow_extra", 300, EXTRA_US))
+    evs += [x("c10d::allreduce_", call, done + 2 - call, args=ALLREDUCE_ARGS),
+            x("gloo:all_reduce", call + 5, done - call - 5, cat="user_annotation", tid=9, args=GLOO_ARGS),
+            x("aten::add", 870, 30)]
+    return evs
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    d = tmp_path_factory.mktemp("two")
+    paths = [write(d / f"rank{r}.json", trace(rank_events(extra=r == 1), rank=r, world_size=2, info={"backend": "gloo"}))
+             for r in (0, 1)]
+    con = load(paths, d / "s.duckdb")
+    yield con
+    con.close()
+
+
+def replays_exactly(graph) -> list:
+    """The points the measured replay moves (none when the graph holds every dependency)."""
+    graph.replay()
+    return [(lane.rank, lane.key, lane.times[k], lane.out[k]) for lane in graph.lanes.values()
+            for k in range(len(lane.times)) if lane.out[k] != lane.times[k]]
+
+
+def test_the_replay_of_a_hand_made_step_is_the_step(two_ranks):
+    (g,) = step_graphs(two_ranks)
+    assert replays_exactly(g) == []
+    assert g.replay()["end_ns"] == g.end_ns() == 1000 * US
+    assert g.start_ns() == 0
+
+
+def test_a_slow_ranks_extra_work_costs_the_step_what_the_others_waited(two_ranks):
+    """Rank 1's extra op is work rank 0 never does: without it rank 1 issues the all-reduce when rank 0 does, rank 0
+    waits EXTRA_US less, and the step ends EXTRA_US sooner; rank 0 does nothing more than its peer and costs nothing."""
+    (g,) = step_graphs(two_ranks)
+    assert work_by_name(g, 1)[("cpu", "slow_extra")] == (EXTRA_US * US, 1)
+    slow = rank_excess(g, 1, [0])
+    assert slow["saved_ns"] == EXTRA_US * US and slow["share"] == EXTRA_US / 1000
+    assert slow["kind"] == "work"
+    assert rank_excess(g, 0, [1])["saved_ns"] == 0
+    assert rank_excess(g, 0, []) is None
+
+
+def test_the_measured_replay_of_a_bundled_run_reproduces_every_point():
+    """ddp2 here; every bundled run and public GPU trace in tests/test_critical_path.py
+    (test_the_path_is_the_measured_step), which loads each once."""
+    with open_run([str(FIXTURE_RUNS / "ddp2")]) as con:
+        graphs = step_graphs(con)
+        assert [g.step for g in graphs] == [2, 3]
+        for g in graphs:
+            assert replays_exactly(g) == []

@@ -1,0 +1,140 @@
+"""What a cause cost each step, as a counterfactual replayed on the step graph (``step_graph``): the step's measured
+length less its length replayed with the cause taken away. Overlapping causes are not counted twice, and a number
+that is off but sets nobody's pace costs nothing.
+
+A rank's excess (the ByteDance what-if method: each op at the median of the same work on its peers): every work
+stretch of the rank, per op name, scaled down to the median over its peers (the other ranks of its pipeline stage,
+else every other rank) of their total time in that op in the step; time in ops its peers never run, removed; time
+in no op (a sleep, a stall, Python between ops), down to the peers' median. Its kind is where the excess lies:
+``work`` (more ops than its peers, or ops they do not run), ``slower`` (the same ops, each taking longer: its host,
+or heavier inputs), ``stall`` (time in no op).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from traceparse.vocabulary.step_graph import WORK
+
+
+def work_by_name(graph, rank: int) -> dict:
+    """{(lane kind, name (None: no op)): (total ns, count)} of rank ``rank``'s work stretches in the step's window
+    (read once per graph)."""
+    memo = graph.__dict__.setdefault("_work_by_name", {})
+    if rank not in memo:
+        memo[rank] = _work_by_name(graph, rank)
+    return memo[rank]
+
+
+def _work_by_name(graph, rank: int) -> dict:
+    ws, we = graph.windows[rank]
+    out = defaultdict(lambda: [0, 0])
+    for lane in graph.lanes.values():
+        if lane.rank != rank:
+            continue
+        prev_name = object()
+        for k in range(1, len(lane.times)):
+            if lane.kinds[k] != WORK or lane.times[k] <= ws or lane.times[k - 1] >= we:
+                continue
+            name = lane.names[k]
+            d = min(lane.times[k], we) - max(lane.times[k - 1], ws)
+            key = (lane.key[0], name)
+            out[key][0] += d
+            if name is not None and name != prev_name:
+                out[key][1] += 1
+            prev_name = name
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def rank_excess(graph, rank: int, peers: list[int], measured_end: int | None = None) -> dict | None:
+    """The step saved by running rank ``rank``'s work as its ``peers`` do: ``{saved_ns, share, kind, excess_ns}``,
+    None without peers."""
+    peers = [p for p in peers if p != rank and p in graph.windows]
+    if not peers or rank not in graph.windows:
+        return None
+    own = work_by_name(graph, rank)
+    theirs = [work_by_name(graph, p) for p in peers]
+    factor, excess = {}, defaultdict(int)
+    for key, (ns, n) in own.items():
+        med = statistics.median(t.get(key, (0, 0))[0] for t in theirs)
+        if ns <= med:
+            continue
+        factor[key] = med / ns
+        if key[1] is None:
+            excess["stall"] += ns - med
+        elif med == 0 or n > statistics.median(t.get(key, (0, 0))[1] for t in theirs):
+            excess["work"] += ns - med
+        else:
+            excess["slower"] += ns - med
+    if not factor:
+        return {"saved_ns": 0, "share": 0.0, "kind": None, "excess_ns": 0}
+
+    def scale(r, lane_key, name):
+        return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
+
+    measured = measured_end if measured_end is not None else graph.replay()["end_ns"]
+    start = graph.start_ns()
+    saved = max(0, measured - graph.replay(scale)["end_ns"])
+    length = measured - start
+    return {"saved_ns": saved, "share": round(saved / length, 4) if length > 0 else None,
+            "kind": max(excess, key=excess.get), "excess_ns": sum(excess.values())}
+
+
+CANDIDATES = 3  # the ranks of a step with the most excess that are replayed (the others' excess is smaller)
+KINDS = {
+    "work": "its own work (ops its peers do not run, or more of them)",
+    "slower": "the same ops as its peers, each taking longer (its host: contention or a slower device; or heavier "
+              "inputs)",
+    "stall": "time in no op (a sleep, garbage collection, a synchronization, Python between ops)",
+}
+
+
+def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
+    """What each step's most costly ranks cost it, and the rank that costs the steps most when it is a cause:
+    ``{"per_step": [{step, ranks: {rank: {saved_ns, share, kind}}}], "cause": {...} | None}``. A rank is the cause
+    when, in a majority of the profiled steps (in the one, with one), it is the rank whose excess the replay finds
+    costs the step most, at least ``material`` of it; ``group_of``: rank -> its peers' key (pipeline stage)."""
+    per_step, lead = [], {}
+    for g in graphs:
+        members = {}
+        for r in g.windows:
+            members.setdefault(group_of.get(r), []).append(r)
+        end = g.end_ns()
+        ranked = sorted(g.windows, key=lambda r: -_excess(g, r, members[group_of.get(r)]))[:CANDIDATES]
+        got = {r: rank_excess(g, r, members[group_of.get(r)], end) for r in ranked}
+        got = {r: v for r, v in got.items() if v is not None and v["saved_ns"] > 0}
+        per_step.append({"step": g.step, "ranks": {str(r): v for r, v in sorted(got.items())}})
+        if got:
+            top = max(got, key=lambda r: (got[r]["saved_ns"], -r))
+            if (got[top]["share"] or 0) >= material:
+                lead[g.step] = top
+    counts = {}
+    for r in lead.values():
+        counts[r] = counts.get(r, 0) + 1
+    named = [r for r, c in counts.items() if 2 * c > len(graphs)]
+    if not named:
+        return {"per_step": per_step, "cause": None}
+    rank = named[0]
+    mine = [s["ranks"].get(str(rank)) for s in per_step]
+    saved = [v["saved_ns"] if v else 0 for v in mine]
+    by_kind = defaultdict(int)  # the kind of the steps that cost the most
+    for v in mine:
+        if v and v["kind"]:
+            by_kind[v["kind"]] += v["saved_ns"]
+    lengths = [g.end_ns() - g.start_ns() for g in graphs]
+    return {"per_step": per_step, "cause": {
+        "rank": rank, "kind": max(sorted(by_kind), key=by_kind.get) if by_kind else None,
+        "saved_per_step_ns": round(statistics.fmean(saved)),
+        "share": round(sum(saved) / sum(lengths), 4) if sum(lengths) > 0 else None,
+        "steps_seen": counts[rank], "steps": len(graphs)}}
+
+
+def _excess(graph, rank: int, peers: list[int]) -> int:
+    """Rank ``rank``'s work beyond its peers' median per op name (what ``rank_excess`` would take away), 0 without
+    peers: which ranks are worth a replay."""
+    peers = [p for p in peers if p != rank]
+    if not peers:
+        return 0
+    own, theirs = work_by_name(graph, rank), [work_by_name(graph, p) for p in peers]
+    return sum(max(0, ns - statistics.median(t.get(k, (0, 0))[0] for t in theirs)) for k, (ns, _) in own.items())

@@ -1,0 +1,402 @@
+"""The step graph: each profiled step across ranks as a graph that can be replayed with its durations changed.
+
+Each rank's lanes (its CPU threads, its GPU streams) are sequences of points, the moments the trace recorded:
+the boundaries of its outermost ops and of its blocking intervals, the moments it issued communication and launched
+kernels, its kernels' starts and ends, its step window. Between two points of a lane lies a stretch of one kind:
+
+- work: the lane's own time (an op, or time in no op), replayed as its duration (scaled in a counterfactual);
+- a wait: a CPU thread blocked until something elsewhere completes (a communication operation released by its last
+  member, the GPU activity a synchronization waited for, the op of another thread), replayed as
+  ``max(start, what it waited for) + tail``, the tail being what the measured wait lasted after its dependency;
+- a kernel's start: after the kernel before it on its stream and its launch, with the lag measured after the later;
+- a communication kernel: ``max(start, released) + transfer``, released when the last member of the collective (or
+  the matched peer of a point-to-point operation) arrived.
+
+A communication operation's completion is ``max(arrival, release) + transfer``, its release the latest arrival of its
+members, each arrival a point of the member's lane (the call that issued it, or its kernel's start). Replayed with the
+measured durations, every point comes out at its measured time: the graph holds every dependency the step had (the
+replay invariant, held by a test on every bundled run and public trace). A counterfactual changes durations and
+replays: what the step would have taken, so what a cause cost is the step's measured length less its replayed one,
+and causes that overlap are not counted twice. ``traceparse explain step_graph`` defines it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from traceparse.store.query import rows, sql_file
+from traceparse.vocabulary.critical_path import latest, own_gap
+
+WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
+
+
+@dataclass
+class Lane:
+    rank: int
+    key: tuple  # ("cpu", tid) or ("gpu", stream)
+    times: list = field(default_factory=list)  # measured points, sorted
+    kinds: list = field(default_factory=list)  # kinds[k]: the stretch (times[k-1], times[k]] (kinds[0] unused)
+    deps: list = field(default_factory=list)  # deps[k]: what a wait / kernel start / comm kernel depends on
+    names: list = field(default_factory=list)  # the op or kernel a work stretch is in (None: no op)
+    fixed_before: int = 0  # points at or before this time are not replayed (before the window)
+    out: list = field(default_factory=list)  # replayed times
+
+
+class StepGraph:
+    """The graph of one step (``step`` None: a run without ProfilerStep#N) over every rank with a window for it."""
+
+    def __init__(self, con, step, windows: dict[int, tuple[int, int]], ctx: dict):
+        self.step, self.windows, self.ctx = step, windows, ctx
+        self.lanes: dict[tuple, Lane] = {}
+        for r, (ws, we) in windows.items():
+            self._rank(con, r, ws, we)
+        for lane in self.lanes.values():
+            self._finish(lane)
+
+    def end_ns(self) -> int:
+        """The step's measured end: the end of the last rank's window."""
+        return max(we for _, we in self.windows.values())
+
+    def start_ns(self) -> int:
+        """The step's start: the start of the window of the rank that ended last (as its critical path's)."""
+        return self.windows[max(self.windows, key=lambda r: (self.windows[r][1], -r))][0]
+
+    # --- building -------------------------------------------------------------------------------------------------
+
+    def _lane(self, rank, key, fixed_before) -> Lane:
+        k = (rank, *key)
+        if k not in self.lanes:
+            self.lanes[k] = Lane(rank, key, fixed_before=fixed_before)
+        return self.lanes[k]
+
+    def _rank(self, con, r: int, ws: int, we: int):
+        ctx = self.ctx
+        main = ctx["main"].get(r)
+        ops = [o for o in ctx["ops"].get(r, []) if o["e"] > ws and o["s"] < we]
+        blocks = [b for b in ctx["blocking"].get(r, []) if b["e"] > ws and b["s"] < we]
+        done = ctx["done"].get(r, [])
+        done_at = [d["done_ns"] for d in done]
+        acts = [a for a in ctx["acts"].get(r, []) if a["end_ns"] > ws and a["start_ns"] < we]
+        acts_by_end = sorted(acts, key=lambda a: a["end_ns"])
+        act_ends = [a["end_ns"] for a in acts_by_end]
+        by_tid = defaultdict(list)
+        for o in ops:
+            by_tid[o["tid"]].append(o)
+        ops_by_end = sorted(ops, key=lambda o: o["e"])
+        op_ends = [o["e"] for o in ops_by_end]
+        tids = set(by_tid) | {b["tid"] for b in blocks}
+        if main is not None:
+            tids.add(main)
+        points = defaultdict(dict)  # tid -> {t: (kind, dependency, name)} of the stretch ending at t
+        waits = defaultdict(list)  # tid -> [(s, e)]
+        for tid in tids:
+            for o in by_tid.get(tid, []):
+                points[tid].setdefault(max(o["s"], ws), (WORK, None, None))
+                points[tid][min(o["e"], we)] = (WORK, None, o["name"])
+        found = []  # (tid, start, end, dependency)
+        for b in blocks:
+            s, e = max(b["s"], ws), min(b["e"], we)
+            dep = self._waited_for(r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends)
+            if e > s and dep is not None:
+                found.append((b["tid"], s, e, dep))
+        if not acts:  # a CPU-only rank also waits inside an op's own time, where no op records it (gloo)
+            found += [(tid, s, e, dep) for tid, s, e, dep in self._inside_waits(con, r, ws, we, done, tids)]
+        used = defaultdict(int)  # tid -> end of the last wait taken (waits do not overlap)
+        for tid, s, e, dep in sorted(found, key=lambda w: (w[1], w[2])):
+            if s < used[tid]:
+                continue
+            used[tid] = e
+            points[tid].setdefault(s, (WORK, None, None))
+            points[tid][e] = (WAIT, dep, None)
+            waits[tid].append((s, e))
+        if main is not None:
+            points[main].setdefault(ws, (WORK, None, None))
+            points[main].setdefault(we, (WORK, None, None))
+        for d in done:  # the moment each operation was issued, a point of its thread
+            if d["lane"] == "cpu" and d["host_ts_ns"] is not None and ws <= d["host_ts_ns"] <= we and d["tid"] in tids:
+                points[d["tid"]].setdefault(d["host_ts_ns"], (WORK, None, None))
+        for a in acts:  # each launch, a point of the launching thread
+            if a["launch_ns"] is not None and a["launch_tid"] in tids and ws <= a["launch_ns"] <= we:
+                points[a["launch_tid"]].setdefault(a["launch_ns"], (WORK, None, None))
+        for tid, pts in points.items():
+            lane = self._lane(r, ("cpu", tid), ws)
+            starts = [s for s, _ in sorted(waits[tid])]
+            ends = [e for _, e in sorted(waits[tid])]
+            op_list = by_tid.get(tid, [])
+            op_starts = [o["s"] for o in op_list]
+            for t in sorted(pts):
+                kind, dep, name = pts[t]
+                if kind == WORK:
+                    i = bisect.bisect_left(ends, t)  # a point inside a wait replays as an offset in it
+                    if i < len(starts) and starts[i] < t < ends[i]:
+                        kind = INSIDE
+                    name = name if name is not None else _holder(op_list, op_starts, t)
+                lane.times.append(t)
+                lane.kinds.append(kind)
+                lane.deps.append(dep)
+                lane.names.append(name)
+        streams = defaultdict(list)
+        for a in sorted(acts, key=lambda a: (a["start_ns"], a["end_ns"])):
+            streams[a["stream"]].append(a)
+        for stream, lst in streams.items():
+            lane = self._lane(r, ("gpu", stream), ws)
+            for a in lst:
+                launch = ("cpu", r, a["launch_tid"], a["launch_ns"]) if a["launch_ns"] is not None else None
+                lane.times.append(a["start_ns"])
+                lane.kinds.append(KSTART)
+                lane.deps.append(launch)
+                lane.names.append(None)
+                d = self.ctx["by_op"].get((r, a["op_id"])) if a["op_id"] is not None else None
+                lane.times.append(a["end_ns"])
+                lane.kinds.append(KCOMM if d is not None else WORK)
+                lane.deps.append(("comm", r, a["op_id"]) if d is not None else None)
+                lane.names.append(a["name"])
+
+    def _inside_waits(self, con, r, ws, we, done, tids) -> list:
+        """Waits of a CPU-only rank's threads inside an op's own time, between its children: an operation the thread
+        issued, released by another rank, completes there; the thread waited from where that stretch began (as the
+        critical path reads it: ``critical_path.Walk.waited_inside``)."""
+        mine = [d for d in done if d["lane"] == "cpu" and d["tid"] in tids and d["released_by"] != r
+                and ws < d["done_ns"] <= we]
+        if not mine:
+            return []
+        nested = defaultdict(list)
+        for e in rows(con, "SELECT tid, s, e FROM cp_cpu_events(?) WHERE e > ? AND s < ? ORDER BY s, e DESC",
+                      [r, ws, we]):
+            nested[e["tid"]].append(e)
+        starts = {tid: [e["s"] for e in evs] for tid, evs in nested.items()}
+        out = []
+        for d in mine:
+            gap = own_gap(nested.get(d["tid"], []), starts.get(d["tid"], []), d["done_ns"])
+            if gap is not None and gap[0] < d["done_ns"]:
+                out.append((d["tid"], max(gap[0], ws), d["done_ns"], ("comm", r, d["op_id"])))
+        return out
+
+    def _waited_for(self, r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends):
+        """What the blocking interval ``b`` of rank ``r`` (clipped to [s, e]) waited for, as a dependency, or None."""
+        tid = b["tid"]
+        if b["kind"] == "sync":
+            a = latest(acts_by_end, act_ends, s, e, lambda _: True)
+            return ("gpu", r, a["stream"], a["end_ns"]) if a is not None else None
+        own = self.ctx["by_op"].get((r, b["op_id"])) if b["kind"] == "call" else None
+        if own is not None and own["released_by"] != r and s < own["released_ns"] < e:
+            return ("release", r, own["op_id"])  # its own call, returned once its last peer arrived
+        d = latest(done, done_at, s, e, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
+        if d is not None:
+            if d["lane"] == "gpu" and d["stream"] is not None:
+                return ("gpu", r, d["stream"], d["done_ns"])
+            return ("comm", r, d["op_id"])
+        if b["kind"] == "gap":
+            o = latest(ops_by_end, op_ends, s, e, lambda o: o["tid"] != tid)
+            if o is not None:
+                return ("cpu", r, o["tid"], o["e"])
+        return None
+
+    def _finish(self, lane: Lane):
+        """Order the lane's points by time (a GPU stream's kernels may overlap)."""
+        order = sorted(range(len(lane.times)), key=lambda i: (lane.times[i], i))
+        for attr in ("times", "kinds", "deps", "names"):
+            vals = getattr(lane, attr)
+            setattr(lane, attr, [vals[i] for i in order])
+        lane.out = [None] * len(lane.times)
+
+    # --- replaying ------------------------------------------------------------------------------------------------
+
+    def replay(self, scale=None) -> dict:
+        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name)`` (None:
+        measured). Returns ``{"end_ns": the step's replayed end, "ranks": {rank: replayed window end}}``."""
+        self.scale = scale
+        self.memo_comm = {}
+        for lane in self.lanes.values():
+            lane.out = [None] * len(lane.times)
+        order = sorted(((t, n, k) for n, lane in enumerate(self.lanes.values()) for k, t in enumerate(lane.times)))
+        lanes = list(self.lanes.values())
+        for _, n, k in order:
+            self._value(lanes[n], k)
+        ranks = {}
+        for r, (_, we) in self.windows.items():
+            main = self.lanes.get((r, "cpu", self.ctx["main"].get(r)))
+            ranks[r] = self._at(main, we) if main is not None else we
+        return {"end_ns": max(ranks.values()), "ranks": ranks}
+
+    def _value(self, lane: Lane, k: int) -> int:
+        stack = [(lane, k)]
+        while stack:
+            ln, i = stack[-1]
+            if ln.out[i] is not None:
+                stack.pop()
+                continue
+            need = self._needs(ln, i)
+            if need:
+                stack.extend(need)
+                continue
+            ln.out[i] = self._compute(ln, i)
+            stack.pop()
+        return lane.out[k]
+
+    def _needs(self, ln: Lane, i: int) -> list:
+        """The points (lane, index) that point i of ``ln`` needs replayed first."""
+        if ln.times[i] <= ln.fixed_before or (i == 0 and ln.kinds[i] != KSTART):
+            return []
+        need = [(ln, i - 1)] if i and ln.out[i - 1] is None else []
+        dep = ln.deps[i]
+        if dep is None or ln.kinds[i] in (WORK, INSIDE):
+            return need
+        return need + [p for p in self._dep_points(dep) if p[0].out[p[1]] is None]
+
+    def _dep_points(self, dep) -> list:
+        """The lane points a dependency's replayed time is read from."""
+        if dep[0] in ("comm", "release"):
+            return [p for p in map(self._arrival_point, self._members(dep[1], dep[2])) if p is not None]
+        lane = self.lanes.get((dep[1], dep[0], dep[2]))
+        if lane is None:
+            return []
+        j = bisect.bisect_right(lane.times, dep[3]) - 1
+        return [(lane, j)] if j >= 0 else []
+
+    def _members(self, r, op_id) -> list:
+        """The operations whose arrivals released operation ``op_id`` of rank ``r``: itself, and those of a
+        collective's members (the matched peer of a point-to-point operation) that arrived before it completed (a
+        broadcast's root waits for no receiver)."""
+        d = self.ctx["by_op"].get((r, op_id))
+        if d is None:
+            return []
+        if d.get("match_key") is not None:
+            others = self.ctx["members"][d["match_key"]]
+        else:
+            partner = self.ctx["by_op"].get(self.ctx["partner"].get((r, op_id)))
+            others = [partner] if partner is not None else []
+        return [d] + [m for m in others if m is not d and m["arrival_ns"] <= d["done_ns"]]
+
+    def _arrival_point(self, d):
+        """(lane, index) of the point where operation ``d`` arrived: its kernel's start, or its issuing call."""
+        if d["lane"] == "gpu" and d["stream"] is not None and d["exec_ts_ns"] is not None:
+            lane = self.lanes.get((d["rank"], "gpu", d["stream"]))
+            t = d["exec_ts_ns"]
+        elif d["host_ts_ns"] is not None and d["tid"] is not None:
+            lane = self.lanes.get((d["rank"], "cpu", d["tid"]))
+            t = d["host_ts_ns"]
+        else:
+            return None
+        if lane is None:
+            return None
+        j = bisect.bisect_right(lane.times, t) - 1
+        return (lane, j) if j >= 0 else None
+
+    def _arrival(self, d) -> int:
+        """The replayed moment operation ``d`` arrived."""
+        if d["lane"] == "gpu" and d["stream"] is not None and d["exec_ts_ns"] is not None:
+            lane, t = self.lanes.get((d["rank"], "gpu", d["stream"])), d["exec_ts_ns"]
+            base = d["exec_ts_ns"]
+        elif d["host_ts_ns"] is not None and d["tid"] is not None:
+            lane, t = self.lanes.get((d["rank"], "cpu", d["tid"])), d["host_ts_ns"]
+            base = d["host_ts_ns"]
+        else:
+            return d["arrival_ns"]
+        at = self._at(lane, t) if lane is not None else t
+        return at + (d["arrival_ns"] - base)  # the lag from the call to the execution's start, kept
+
+    def _release(self, r, op_id) -> tuple[int, int]:
+        """(replayed, measured) moment operation ``op_id`` of rank ``r`` was released: its members' latest arrival."""
+        key = (r, op_id)
+        if key not in self.memo_comm:
+            members = self._members(r, op_id)
+            self.memo_comm[key] = (max(self._arrival(m) for m in members), max(m["arrival_ns"] for m in members))
+        return self.memo_comm[key]
+
+    def _completion(self, r, op_id) -> int:
+        """Its replayed completion: its release, then the transfer measured after it."""
+        replayed, measured = self._release(r, op_id)
+        return replayed + max(0, self.ctx["by_op"][(r, op_id)]["done_ns"] - measured)
+
+    def _dep_time(self, dep) -> tuple[int, int]:
+        """(replayed, measured) time of a dependency."""
+        if dep[0] == "release":
+            return self._release(dep[1], dep[2])
+        if dep[0] == "comm":
+            d = self.ctx["by_op"][(dep[1], dep[2])]
+            return self._completion(dep[1], dep[2]), d["done_ns"]
+        lane = self.lanes.get((dep[1], dep[0], dep[2]))
+        return (self._at(lane, dep[3]) if lane is not None else dep[3]), dep[3]
+
+    def _compute(self, ln: Lane, i: int) -> int:
+        t, kind, dep = ln.times[i], ln.kinds[i], ln.deps[i]
+        if t <= ln.fixed_before or (i == 0 and kind != KSTART):
+            return t
+        if kind == KSTART:  # after the kernel before it on its stream and its launch, the lag after the later kept
+            cands = ([(ln.out[i - 1], ln.times[i - 1])] if i else []) + ([self._dep_time(dep)] if dep else [])
+            if not cands:
+                return t
+            return max(c[0] for c in cands) + max(0, t - max(c[1] for c in cands))
+        prev, prev_t = ln.out[i - 1], ln.times[i - 1]
+        if kind == INSIDE:
+            return prev + (t - prev_t)
+        if kind == WORK or dep is None:
+            f = self.scale(ln.rank, ln.key, ln.names[i]) if self.scale else 1.0
+            return prev + round((t - prev_t) * f)
+        got, measured = self._dep_time(dep)  # a wait or a communication kernel: after what it waited for
+        return max(prev, got) + max(0, t - max(prev_t, measured))
+
+    def _at(self, lane: Lane, t: int) -> int:
+        """The replayed time of measured moment ``t`` on ``lane``."""
+        j = bisect.bisect_right(lane.times, t) - 1
+        if j < 0:
+            return t
+        base = lane.out[j] if lane.out[j] is not None else self._value(lane, j)
+        if j + 1 < len(lane.times) and lane.kinds[j + 1] == WORK and self.scale:
+            f = self.scale(lane.rank, lane.key, lane.names[j + 1])
+            return base + round((t - lane.times[j]) * f)
+        return base + (t - lane.times[j])
+
+
+def _holder(ops: list, starts: list, t: int):
+    """The name of the outermost op whose time the stretch ending at ``t`` lies in (None: no op)."""
+    i = bisect.bisect_left(starts, t) - 1
+    return ops[i]["name"] if i >= 0 and ops[i]["s"] < t <= ops[i]["e"] else None
+
+
+def context(con) -> dict:
+    """What the graphs of a run's steps are built from, read once: per rank its lanes' ops, blocking intervals, GPU
+    activities, communication completions, and each collective's members."""
+    con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+    ranks = [r[0] for r in con.execute("SELECT DISTINCT rank FROM step_windows ORDER BY 1").fetchall()]
+    ctx = {"main": dict(con.execute("SELECT rank, tid FROM main_threads").fetchall()), "ops": {}, "blocking": {},
+           "acts": {}, "done": {}, "by_op": {}, "members": defaultdict(list),
+           "partner": {(p["rank"], p["op_id"]): (p["partner"], p["partner_op"])
+                       for p in rows(con, "SELECT rank, op_id, partner, partner_op FROM cp_p2p")}}
+    arrivals = {(a["rank"], a["op_id"]): a["match_key"]
+                for a in rows(con, "SELECT rank, op_id, match_key FROM collective_arrivals")}
+    execs = {(e["rank"], e["op_id"]): e["exec_ts_ns"] for e in rows(con, "SELECT rank, op_id, exec_ts_ns FROM comm_ops")}
+    for r in ranks:
+        ctx["ops"][r] = rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s", [r])
+        ctx["blocking"][r] = rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e", [r])
+        ctx["acts"][r] = rows(con, """SELECT a.stream, a.name, a.kind, a.start_ns, a.end_ns, a.launch_tid, a.launch_ns,
+                                             c.op_id
+                                      FROM gpu_activity a
+                                      LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id
+                                                                AND c.part = 'exec'
+                                      WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns""", [r])
+        done = rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [r])
+        for d in done:
+            d["match_key"] = arrivals.get((r, d["op_id"]))
+            d["exec_ts_ns"] = execs.get((r, d["op_id"]))
+            ctx["by_op"][(r, d["op_id"])] = d
+            if d["match_key"] is not None:
+                ctx["members"][d["match_key"]].append(d)
+        ctx["done"][r] = done
+    return ctx
+
+
+def step_graphs(con) -> list[StepGraph]:
+    """One graph per step every rank has a window for (as the critical path's steps)."""
+    windows = defaultdict(dict)
+    for s, r, a, b in con.execute("SELECT step, rank, start_ns, end_ns FROM step_windows").fetchall():
+        windows[s][r] = (a, b)
+    n = len({r for w in windows.values() for r in w})
+    if not windows:
+        return []
+    ctx = context(con)
+    return [StepGraph(con, s, w, ctx) for s, w in sorted(windows.items(), key=lambda kv: (kv[0] is None, kv[0]))
+            if len(w) == n]
