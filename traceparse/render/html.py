@@ -11,7 +11,7 @@ from traceparse.status import SEVERITY
 from traceparse.render.charts import charts, spec
 from traceparse.render.gpu import gpu_html
 from traceparse.render.page import render_page, text
-from traceparse.render.text import render
+from traceparse.render.text import render, sections_flagged
 from traceparse.axes import AXES
 
 LOAD_SEVERITY = {"error": 2, "warn": 1}  # load issues shown at the top; 'info' ones wait in the report
@@ -73,6 +73,7 @@ def findings(doc) -> str:
         items.append(f'<li>{badge(c["status"])} <b>{text(cid)}</b><ul>{body}</ul></li>')
     flagged = sum(1 for _, c in checks if c["status"] in ("warn", "fail"))
     head = f"{flagged} of {len(checks)} checks at warn or fail" if flagged else "no check at warn or fail"
+    head += "".join(f"; {s} (its section below)" for s in sections_flagged(doc))
     return (f'<section id="findings"><h2>Findings</h2><p>{text(head)}; '
             f'<code>traceparse explain &lt;check&gt;</code> defines each.</p><ul class="findings">{"".join(items)}</ul>'
             "</section>")

@@ -223,15 +223,24 @@ def check_lines(cid, c, findings=True, note=None) -> list[str]:
     return [head] + ([f"    - {terminal(f)}" for f in c.get("findings", [])] if findings else [])
 
 
+def sections_flagged(doc) -> list[str]:
+    """``<section>: <status>`` of each section besides the checks with a status at warn or fail (the GPU section), so
+    the findings' head never says nothing is at warn above a section that is."""
+    gpu = doc.get("gpu") or {}
+    return [f"gpu: {gpu['status']}"] if at_least(gpu.get("status") or "ok", "warn") else []
+
+
 def render_findings(doc) -> str:
-    """What to look at first: the checks at warn or fail with their findings."""
+    """What to look at first: the checks at warn or fail with their findings; then the other sections at warn or
+    fail, whose findings follow the checks."""
     flagged = _flagged(doc)
+    others = [f"  {s} (its findings in its section, after the checks)" for s in sections_flagged(doc)]
     if not flagged:
-        return "findings: no check at warn or fail"
+        return "\n".join(["findings: no check at warn or fail", *others])
     out = [f"findings: {len(flagged)} of {len(doc['checks'])} checks at warn or fail (explain: <check>)"]
     for cid, c in flagged.items():
         out += check_lines(cid, c)
-    return "\n".join(out)
+    return "\n".join(out + others)
 
 
 def render_imbalance(doc) -> str:
