@@ -19,23 +19,20 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from fixtures import public_traces  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def runs() -> dict[str, list[Path]]:
+    """bench/critical_path.py's runs, each as its files: a windowed run's first window."""
+    from critical_path import runs as every_run
+
     out = {}
-    for p in sorted((ROOT / "fixtures" / "runs").iterdir()):
-        if not (p / "truth.json").is_file():
-            continue
-        files = sorted(p.glob("rank*.json.gz"))
-        if "windows" in json.loads((p / "truth.json").read_text()):  # one window: its first step's files
+    for name, path in every_run().items():
+        files = sorted(path.glob("rank*.json.gz")) if path.is_dir() else [path]
+        if path.is_dir() and "windows" in json.loads((path / "truth.json").read_text()):
             first = min(int(f.name.split(".step")[1].split(".")[0]) for f in files)
             files = [f for f in files if f".step{first}." in f.name]
-        out[p.name] = files
-    for rel in public_traces.names():
-        if public_traces.path(rel).is_file():
-            out[rel] = [public_traces.path(rel)]
+        out[name] = files
     return out
 
 

@@ -47,36 +47,42 @@ def _work_by_name(graph, rank: int) -> dict:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def rank_excess(graph, rank: int, peers: list[int], measured_end: int | None = None) -> dict | None:
-    """The step saved by running rank ``rank``'s work as its ``peers`` do: ``{saved_ns, share, kind, excess_ns}``,
-    None without peers."""
-    peers = [p for p in peers if p != rank and p in graph.windows]
-    if not peers or rank not in graph.windows:
-        return None
-    own = work_by_name(graph, rank)
-    theirs = [work_by_name(graph, p) for p in peers]
-    factor, excess = {}, defaultdict(int)
+def _beyond_peers(graph, rank: int, peers: list[int]) -> dict:
+    """{(lane kind, name): (ns, count, peers' median ns, peers' median count)} of rank ``rank``'s work above its
+    ``peers``' median: what a rank's excess takes away."""
+    own, theirs = work_by_name(graph, rank), [work_by_name(graph, p) for p in peers]
+    out = {}
     for key, (ns, n) in own.items():
         med = statistics.median(t.get(key, (0, 0))[0] for t in theirs)
-        if ns <= med:
-            continue
+        if ns > med:
+            out[key] = (ns, n, med, statistics.median(t.get(key, (0, 0))[1] for t in theirs))
+    return out
+
+
+def _peers(graph, rank: int, peers: list[int]) -> list[int]:
+    return [p for p in peers if p != rank and p in graph.windows] if rank in graph.windows else []
+
+
+def rank_excess(graph, rank: int, peers: list[int]) -> dict | None:
+    """The step saved by running rank ``rank``'s work as its ``peers`` do: ``{saved_ns, share, kind, excess_ns}``,
+    None without peers."""
+    peers = _peers(graph, rank, peers)
+    if not peers:
+        return None
+    factor, excess = {}, defaultdict(int)
+    for key, (ns, n, med, med_n) in _beyond_peers(graph, rank, peers).items():
         factor[key] = med / ns
-        if key[1] is None:
-            excess["stall"] += ns - med
-        elif med == 0 or n > statistics.median(t.get(key, (0, 0))[1] for t in theirs):
-            excess["work"] += ns - med
-        else:
-            excess["slower"] += ns - med
+        kind = "stall" if key[1] is None else "work" if med == 0 or n > med_n else "slower"
+        excess[kind] += ns - med
     if not factor:
         return {"saved_ns": 0, "share": 0.0, "kind": None, "excess_ns": 0}
 
     def scale(r, lane_key, name):
         return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
 
-    measured = measured_end if measured_end is not None else graph.replay()["end_ns"]
-    start = graph.start_ns()
+    measured = graph.end_ns()  # the measured replay's end (the replay invariant)
     saved = max(0, measured - graph.replay(scale)["end_ns"])
-    length = measured - start
+    length = measured - graph.start_ns()
     return {"saved_ns": saved, "share": round(saved / length, 4) if length > 0 else None,
             "kind": max(excess, key=excess.get), "excess_ns": sum(excess.values())}
 
@@ -100,9 +106,8 @@ def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
         members = {}
         for r in g.windows:
             members.setdefault(group_of.get(r), []).append(r)
-        end = g.end_ns()
         ranked = sorted(g.windows, key=lambda r: -_excess(g, r, members[group_of.get(r)]))[:CANDIDATES]
-        got = {r: rank_excess(g, r, members[group_of.get(r)], end) for r in ranked}
+        got = {r: rank_excess(g, r, members[group_of.get(r)]) for r in ranked}
         got = {r: v for r, v in got.items() if v is not None and v["saved_ns"] > 0}
         per_step.append({"step": g.step, "ranks": {str(r): v for r, v in sorted(got.items())}})
         if got:
@@ -131,10 +136,7 @@ def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
 
 
 def _excess(graph, rank: int, peers: list[int]) -> int:
-    """Rank ``rank``'s work beyond its peers' median per op name (what ``rank_excess`` would take away), 0 without
-    peers: which ranks are worth a replay."""
-    peers = [p for p in peers if p != rank]
-    if not peers:
-        return 0
-    own, theirs = work_by_name(graph, rank), [work_by_name(graph, p) for p in peers]
-    return sum(max(0, ns - statistics.median(t.get(k, (0, 0))[0] for t in theirs)) for k, (ns, _) in own.items())
+    """Rank ``rank``'s work beyond its peers' median (what ``rank_excess`` would take away), 0 without peers: which
+    ranks are worth a replay."""
+    peers = _peers(graph, rank, peers)
+    return sum(ns - med for ns, _, med, _ in _beyond_peers(graph, rank, peers).values()) if peers else 0
