@@ -303,10 +303,18 @@ class Walk:
         return "cpu", rk.rank, k["launch_tid"], k["launch_ns"]
 
 
+def graph_tables(con):
+    """The graph of vocabulary/critical_path.sql (its temporary tables and macros), made once per connection: the
+    critical path and the step graph (step_graph.py) both read it."""
+    made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'cp_completions'")
+    if not made.fetchone()[0]:
+        con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+
+
 def critical_path_section(con) -> dict:
     """The analyze document's ``critical_path``: ``{status, reason?, steps: [...], findings}``, one entry per step
     every rank has a window for (a run without ProfilerStep#N: its whole-trace window, step null)."""
-    con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+    graph_tables(con)
     steps = rows(con, """
         SELECT step, arg_max(rank, end_ns) AS rank, max(end_ns) AS end_ns,
                arg_max(start_ns, end_ns) AS start_ns, count(*) AS ranks
@@ -323,7 +331,7 @@ def critical_path_section(con) -> dict:
 def window_path(con, rank: int, start_ns: int, end_ns: int) -> dict:
     """The critical path of one window of one rank's time, walked back from ``end_ns`` on ``rank`` to ``start_ns``
     (a user annotation's window, to set beside another tool's path over it), summarized as a step's (step null)."""
-    con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+    graph_tables(con)
     return _summary({"step": None, "rank": rank, "start_ns": start_ns, "end_ns": end_ns},
                     Walk(con, None, start_ns, end_ns).run(rank))
 

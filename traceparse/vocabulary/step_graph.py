@@ -26,8 +26,8 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from traceparse.store.query import rows, sql_file
-from traceparse.vocabulary.critical_path import latest, own_gap
+from traceparse.store.query import rows
+from traceparse.vocabulary.critical_path import graph_tables, latest, own_gap
 
 WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
 
@@ -360,7 +360,7 @@ def _holder(ops: list, starts: list, t: int):
 def context(con) -> dict:
     """What the graphs of a run's steps are built from, read once: per rank its lanes' ops, blocking intervals, GPU
     activities, communication completions, and each collective's members."""
-    con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
+    graph_tables(con)
     ranks = [r[0] for r in con.execute("SELECT DISTINCT rank FROM step_windows ORDER BY 1").fetchall()]
     ctx = {"main": dict(con.execute("SELECT rank, tid FROM main_threads").fetchall()), "ops": {}, "blocking": {},
            "acts": {}, "done": {}, "by_op": {}, "members": defaultdict(list),
