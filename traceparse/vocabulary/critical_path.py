@@ -34,6 +34,22 @@ TOP = 5  # the longest pieces a step names
 SCAN = 10_000  # a guard: events looked at back from a moment for the op holding it
 
 
+def rank_rows(con, rank: int) -> dict:
+    """Rank ``rank``'s rows of the graph, each in one total order (the same document whatever order the store holds
+    its rows in): ``ops`` (its threads' outermost ops), ``blocking``, ``done`` (its communication completions) and
+    ``acts`` (its GPU activities, with the communication operation each executes)."""
+    return {
+        "ops": rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s, e, tid, name", [rank]),
+        "blocking": rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e, tid, kind, op_id, name", [rank]),
+        "done": rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [rank]),
+        "acts": rows(con, """SELECT a.stream, a.name, a.kind, a.start_ns, a.end_ns, a.launch_tid, a.launch_ns,
+                                    a.launch_end_ns, c.op_id
+                             FROM gpu_activity a
+                             LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id AND c.part = 'exec'
+                             WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns, a.stream, a.name, c.op_id""", [rank]),
+    }
+
+
 class Rank:
     """One rank's lanes, loaded once when the path first reaches it."""
 
@@ -42,19 +58,14 @@ class Rank:
         self.nested = None  # per CPU thread, all its events by start: read when first needed (self_gap)
         self.main = con.execute("SELECT tid FROM main_threads WHERE rank = ?", [rank]).fetchone()
         self.main = self.main[0] if self.main else None
-        self.blocking = _by(rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e", [rank]), "tid")
-        ops = rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s", [rank])
+        read = rank_rows(con, rank)
+        self.blocking = _by(read["blocking"], "tid")
+        ops, done, acts = read["ops"], read["done"], read["acts"]
         self.ops = _by(ops, "tid")
         self.ops_by_end = sorted(ops, key=lambda o: (o["e"], o["tid"]))
         self.op_ends = [o["e"] for o in self.ops_by_end]
-        done = rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [rank])
         self.done, self.done_at = done, [d["done_ns"] for d in done]
         self.by_op = {d["op_id"]: d for d in done}
-        acts = rows(con, """SELECT a.stream, a.name, a.kind, a.start_ns, a.end_ns, a.launch_tid, a.launch_ns,
-                                   a.launch_end_ns, c.op_id
-                            FROM gpu_activity a
-                            LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id AND c.part = 'exec'
-                            WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns""", [rank])
         self.gpu = bool(acts)
         self.streams = _by(acts, "stream")
         for lane in self.streams.values():
@@ -316,8 +327,8 @@ def critical_path_section(con) -> dict:
     every rank has a window for (a run without ProfilerStep#N: its whole-trace window, step null)."""
     graph_tables(con)
     steps = rows(con, """
-        SELECT step, arg_max(rank, end_ns) AS rank, max(end_ns) AS end_ns,
-               arg_max(start_ns, end_ns) AS start_ns, count(*) AS ranks
+        SELECT step, arg_max(rank, (end_ns, -rank)) AS rank, max(end_ns) AS end_ns,
+               arg_max(start_ns, (end_ns, -rank)) AS start_ns, count(*) AS ranks
         FROM step_windows GROUP BY step
         HAVING count(*) = (SELECT count(DISTINCT rank) FROM step_windows)
         ORDER BY step""")

@@ -26,7 +26,7 @@ SELECT r_rank, r_op, s_rank, s_op, s_at FROM pairs;
 -- else, the rank itself when it arrived. The lane its execution ran on: a GPU stream, else a CPU thread.
 CREATE OR REPLACE TEMP TABLE cp_completions AS
 WITH last_member AS (
-    SELECT match_key, arg_max(rank, arrival_ns) AS rank, arg_max(op_id, arrival_ns) AS op_id
+    SELECT match_key, arg_max(rank, (arrival_ns, -rank, -op_id)) AS rank, arg_max(op_id, (arrival_ns, -rank, -op_id)) AS op_id
     FROM collective_arrivals GROUP BY match_key
 ),
 ops AS (
@@ -57,13 +57,14 @@ WHERE o.done_ns IS NOT NULL;
 -- store/macros.sql), not gloo's annotations of a transfer (gloo:*, which can sit on the calling thread and span the
 -- work it overlaps). Macros over one rank: the walk reads a rank's lanes only when the path reaches it.
 CREATE OR REPLACE TEMP MACRO cp_cpu_events(r) AS TABLE
-SELECT tid, name, ts_ns AS s, ts_ns + dur_ns AS e FROM events
+SELECT tid, name, ts_ns AS s, ts_ns + dur_ns AS e, ev_id FROM events
 WHERE rank = r AND thread_work(cat, name, dur_ns) AND NOT starts_with(name, 'gloo:');
 
--- What each CPU thread of rank r was doing, as disjoint pieces: its outermost events.
+-- What each CPU thread of rank r was doing, as disjoint pieces: its outermost events (of events with the same span,
+-- the first in the file).
 CREATE OR REPLACE TEMP MACRO cp_cpu_ops(r) AS TABLE
 WITH nested AS (
-    SELECT *, max(e) OVER (PARTITION BY tid ORDER BY s, e DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    SELECT *, max(e) OVER (PARTITION BY tid ORDER BY s, e DESC, ev_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
               AS prev_end
     FROM cp_cpu_events(r)
 )
@@ -84,6 +85,6 @@ SELECT tid, ts_ns, ts_ns + dur_ns, 'sync', name, NULL, NULL FROM events
 WHERE rank = r AND cat IN ('cuda_runtime', 'cuda_driver') AND regexp_matches(name, '(?i)synchronize') AND dur_ns > 0
 UNION ALL
 SELECT tid, prev_e, s, 'gap', NULL, NULL, NULL
-FROM (SELECT tid, s, lag(e) OVER (PARTITION BY tid ORDER BY s) AS prev_e FROM cp_cpu_ops(r))
+FROM (SELECT tid, s, lag(e) OVER (PARTITION BY tid ORDER BY s, e) AS prev_e FROM cp_cpu_ops(r))
 WHERE s > prev_e AND tid IN (SELECT tid FROM comm_ops WHERE rank = r AND tid IS NOT NULL
                              UNION SELECT tid FROM main_threads WHERE rank = r);

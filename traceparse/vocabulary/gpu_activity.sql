@@ -7,8 +7,9 @@ WITH
 -- the runtime or driver call that launched each GPU activity (cudaLaunchKernel, cudaMemcpyAsync, hipLaunchKernel,
 -- cuLaunchKernel, ...): the CPU event carrying its correlation id; the first when several do
 launch AS (
-    SELECT rank, correlation, arg_min(ev_id, ts_ns) AS ev_id, min(ts_ns) AS ts_ns,
-           arg_min(ts_ns + dur_ns, ts_ns) AS end_ns, arg_min(tid, ts_ns) AS tid, arg_min(pid, ts_ns) AS pid
+    SELECT rank, correlation, arg_min(ev_id, (ts_ns, ev_id)) AS ev_id, min(ts_ns) AS ts_ns,
+           arg_min(ts_ns + dur_ns, (ts_ns, ev_id)) AS end_ns, arg_min(tid, (ts_ns, ev_id)) AS tid,
+           arg_min(pid, (ts_ns, ev_id)) AS pid
     FROM events
     WHERE cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL
     GROUP BY rank, correlation

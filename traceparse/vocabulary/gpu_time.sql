@@ -135,12 +135,12 @@ gaps AS (
     WHERE p.s > coalesce(p.prev_e, sp.start_ns)
 ),
 next AS (
-    SELECT rank, start_ns, arg_min(launch_ns, coalesce(launch_ns, 9223372036854775807)) AS launch_ns,
-           arg_min(launch_pid, coalesce(launch_ns, 9223372036854775807)) AS pid,
-           arg_min(launch_tid, coalesce(launch_ns, 9223372036854775807)) AS tid
+    SELECT rank, start_ns, arg_min(launch_ns, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS launch_ns,
+           arg_min(launch_pid, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS pid,
+           arg_min(launch_tid, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS tid
     FROM gpu_activity GROUP BY rank, start_ns
 )
-SELECT row_number() OVER () AS gap_id, g.rank, g.step, g.a, g.b, n.launch_ns, n.pid, n.tid
+SELECT row_number() OVER (ORDER BY g.rank, g.b, g.a) AS gap_id, g.rank, g.step, g.a, g.b, n.launch_ns, n.pid, n.tid
 FROM gaps g JOIN next n ON n.rank = g.rank AND n.start_ns = g.b;
 
 -- What each thread that launches GPU work was doing at each moment, as disjoint pieces named by one CPU event (not
@@ -150,14 +150,15 @@ FROM gaps g JOIN next n ON n.rank = g.rank AND n.start_ns = g.b;
 CREATE OR REPLACE TEMP TABLE launcher_ops AS
 WITH threads AS (SELECT DISTINCT rank, pid, tid FROM gpu_gaps WHERE tid IS NOT NULL),
 ops AS (
-    SELECT e.rank, e.pid, e.tid, e.name, host_cause(e.name) <> 'cpu_op' AS named, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e
+    SELECT e.rank, e.pid, e.tid, e.name, host_cause(e.name) <> 'cpu_op' AS named, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e,
+           e.ev_id
     FROM events e SEMI JOIN threads t ON t.rank = e.rank AND t.pid = e.pid AND t.tid = e.tid
     WHERE thread_work(e.cat, e.name, e.dur_ns)
 ),
 tiers AS (SELECT *, 'all' AS tier FROM ops UNION ALL SELECT *, 'named' FROM ops WHERE named),
 outermost AS (
     SELECT * FROM (
-        SELECT *, max(e) OVER (PARTITION BY tier, rank, pid, tid ORDER BY s, e DESC
+        SELECT *, max(e) OVER (PARTITION BY tier, rank, pid, tid ORDER BY s, e DESC, ev_id
                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
         FROM tiers)
     WHERE prev_end IS NULL OR s >= prev_end
@@ -209,7 +210,7 @@ uncovered AS (
     WHERE h.h - h.a - coalesce(c.ns, 0) > 0
 ),
 frame AS (
-    SELECT u.gap_id, arg_max(e.name, e.ts_ns) AS name
+    SELECT u.gap_id, arg_max(e.name, (e.ts_ns, e.name)) AS name
     FROM uncovered u JOIN events e ON e.rank = u.rank AND e.pid = u.pid AND e.tid = u.tid
     WHERE u.bare AND e.cat = 'python_function' AND e.ts_ns <= (u.a + u.h) // 2 AND e.ts_ns + e.dur_ns >= (u.a + u.h) // 2
     GROUP BY u.gap_id

@@ -106,7 +106,7 @@ def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
         members = {}
         for r in g.windows:
             members.setdefault(group_of.get(r), []).append(r)
-        ranked = sorted(g.windows, key=lambda r: -_excess(g, r, members[group_of.get(r)]))[:CANDIDATES]
+        ranked = sorted(g.windows, key=lambda r: (-_excess(g, r, members[group_of.get(r)]), r))[:CANDIDATES]
         got = {r: rank_excess(g, r, members[group_of.get(r)]) for r in ranked}
         got = {r: v for r, v in got.items() if v is not None and v["saved_ns"] > 0}
         per_step.append({"step": g.step, "ranks": {str(r): v for r, v in sorted(got.items())}})

@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from traceparse.store.query import rows
-from traceparse.vocabulary.critical_path import graph_tables, latest, own_gap
+from traceparse.vocabulary.critical_path import graph_tables, latest, own_gap, rank_rows
 
 WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
 
@@ -370,15 +370,9 @@ def context(con) -> dict:
                 for a in rows(con, "SELECT rank, op_id, match_key FROM collective_arrivals")}
     execs = {(e["rank"], e["op_id"]): e["exec_ts_ns"] for e in rows(con, "SELECT rank, op_id, exec_ts_ns FROM comm_ops")}
     for r in ranks:
-        ctx["ops"][r] = rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s", [r])
-        ctx["blocking"][r] = rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e", [r])
-        ctx["acts"][r] = rows(con, """SELECT a.stream, a.name, a.kind, a.start_ns, a.end_ns, a.launch_tid, a.launch_ns,
-                                             c.op_id
-                                      FROM gpu_activity a
-                                      LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id
-                                                                AND c.part = 'exec'
-                                      WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns""", [r])
-        done = rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [r])
+        read = rank_rows(con, r)
+        ctx["ops"][r], ctx["blocking"][r], ctx["acts"][r] = read["ops"], read["blocking"], read["acts"]
+        done = read["done"]
         for d in done:
             d["match_key"] = arrivals.get((r, d["op_id"]))
             d["exec_ts_ns"] = execs.get((r, d["op_id"]))
@@ -392,7 +386,7 @@ def context(con) -> dict:
 def step_graphs(con) -> list[StepGraph]:
     """One graph per step every rank has a window for (as the critical path's steps)."""
     windows = defaultdict(dict)
-    for s, r, a, b in con.execute("SELECT step, rank, start_ns, end_ns FROM step_windows").fetchall():
+    for s, r, a, b in con.execute("SELECT step, rank, start_ns, end_ns FROM step_windows ORDER BY step, rank").fetchall():
         windows[s][r] = (a, b)
     n = len({r for w in windows.values() for r in w})
     if not windows:
