@@ -18,8 +18,8 @@ def run_checks(con, layout: dict, stated: dict, sources: dict | None = None, pat
     from traceparse.analyzers.context import Context
     from traceparse.thresholds import check_thresholds
 
-    limits = check_thresholds()
-    return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}, path))
+    limits, shared = check_thresholds(), {}
+    return {m.SPEC.id: m.run(Context(con, layout, stated, limits[m.SPEC.id], sources or {}, path, shared))
             for m in analyzers()}
 
 

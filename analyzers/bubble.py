@@ -285,6 +285,8 @@ def run(ctx):
             "simulated": simulated[1],
             "simulated_b2f": simulated[2],
             "measured": measured,
+            "per_step": [{"step": s, "measured": statistics.fmean(p["measured"] for p in per if p["step"] == s)}
+                         for s in steps if any(p["step"] == s for p in per)],
             "excess": excess,
             "per_stage": per_stage,
             "action_ns": [{"stage": st, "kind": k, "actions": len(d), "mean_ns": statistics.fmean(d)}
@@ -314,6 +316,8 @@ def run(ctx):
                 "simulated_b2f": "the same with B = 2 F (F = I = W, the zero-bubble schedules' cost model)",
                 "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
                             "window_totals.compute_ns (the union of the rank's compute_intervals in the step)",
+                "per_step": "per profiled step, measured over the pipeline ranks (mean): the step-to-step variation "
+                            "compare judges a change of the bubble against",
                 "excess": "measured - expected (share of the step)",
                 "action_ns": "per (virtual) stage and kind (F, B, I, W): the reconstructed actions' mean duration "
                              "over ranks and steps: the op time of the main thread's top-level non-communication ops "

@@ -14,7 +14,7 @@ class Context:
     limits: dict  # this check's table of rules/thresholds.toml
     sources: dict = field(default_factory=dict)  # key -> 'stated' (--layout) or 'metadata'; 'stated' when absent
     path: dict | None = None  # the critical path section (the document's), else found when first read
-    graphs: list | None = None  # the step graphs (step_graph.step_graphs), built when first read
+    shared: dict = field(default_factory=dict)  # what the checks of one document build once: the step graphs
 
     @property
     def critical_path(self) -> dict:
@@ -28,12 +28,12 @@ class Context:
     @property
     def step_graphs(self) -> list:
         """The run's step graphs, one per step every rank has a window for (``step_graph.step_graphs``), built
-        once."""
-        if self.graphs is None:
+        once for every check that reads them."""
+        if "graphs" not in self.shared:
             from traceparse.vocabulary.step_graph import step_graphs
 
-            self.graphs = step_graphs(self.con)
-        return self.graphs
+            self.shared["graphs"] = step_graphs(self.con)
+        return self.shared["graphs"]
 
     def given(self, key) -> str:
         """Where the given value of ``key`` came from: 'stated' or 'metadata'."""

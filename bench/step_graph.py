@@ -5,8 +5,9 @@ reproduces each step, what the costliest rank's excess costs it, and what the gr
     python bench/step_graph.py --only straggler ddp4
 
 Per run: its points (moments on the lanes, all steps), the seconds to build the graphs (from a loaded store),
-to replay each step once, and to find the imbalance check's cost (savings.rank_costs); the replay's largest
-difference from a measured point (0: exact); per step, the ranks whose excess costs the step most (share of the
+to replay each step once, to find the imbalance check's cost (savings.rank_costs) and overlap's (savings.
+strategy_costs: one replay per strategy and step); the replay's largest difference from a measured point (0:
+exact); what hiding each strategy's communication saves (share of the steps); per step, the ranks whose excess costs the step most (share of the
 step, kind); the cause when there is one; how the run was built (truth.json's note). The table of
 docs/critical-path.md.
 """
@@ -39,7 +40,7 @@ def runs() -> dict[str, list[Path]]:
 def row(name: str, files: list[Path]) -> str:
     from traceparse.load.run import open_run
     from traceparse.store.query import rows, sql_file
-    from traceparse.vocabulary.savings import rank_costs
+    from traceparse.vocabulary.savings import rank_costs, strategy_costs
     from traceparse.vocabulary.step_graph import step_graphs
 
     with open_run([str(f) for f in files]) as con:
@@ -55,6 +56,9 @@ def row(name: str, files: list[Path]) -> str:
         stage = {r["rank"]: r["stage"] for r in rows(con, sql_file("traceparse.vocabulary", "pp_stages.sql"))}
         cost = rank_costs(graphs, stage, 0.05) if graphs and len(graphs[0].windows) > 1 else None
         t3 = time.perf_counter()
+        hidden = strategy_costs(graphs, sorted({d["strategy"] for d in graphs[0].ctx["by_op"].values()})) \
+            if graphs else {}
+        t4 = time.perf_counter()
     points = sum(len(lane.times) for g in graphs for lane in g.lanes.values())
     steps = []
     for s in (cost or {}).get("per_step", []):
@@ -65,17 +69,18 @@ def row(name: str, files: list[Path]) -> str:
             if cause else "-")
     truth = files[0].parent / "truth.json"
     note = json.loads(truth.read_text()).get("note", "") if truth.is_file() else "public trace"
+    hides = ", ".join(f"{s} {v['share']:.0%}" for s, v in hidden.items() if v["share"] is not None) or "-"
     return (f"| {name} | {points:,} | {t1 - t0:.2f} | {(t2 - t1) / max(1, len(graphs)):.3f} | {t3 - t2:.2f} | "
-            f"{worst} | {' / '.join(steps) or '-'} | {said} | {note} |")
+            f"{t4 - t3:.2f} | {worst} | {hides} | {' / '.join(steps) or '-'} | {said} | {note} |")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
-    print("| run | points | build (s) | replay per step (s) | cost (s) | replay error (ns) | costliest ranks per step "
-          "| cause | how it was built |")
-    print("|---|---:|---:|---:|---:|---:|---|---|---|")
+    print("| run | points | build (s) | replay per step (s) | cost (s) | hiding (s) | replay error (ns) | hiding saves "
+          "| costliest ranks per step | cause | how it was built |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|---|---|")
     found = defaultdict(int)
     for name, files in runs().items():
         if args.only and not any(o in name for o in args.only):

@@ -36,11 +36,12 @@ def points(spec: dict) -> list[dict]:
 
 
 def expected_groups(recorded) -> set[str]:
-    """The metric groups with a direction that the fixture runs have, from their truth.json: step time and
-    imbalance always, per-strategy groups for each parallel degree above 1, the bubble with a pipeline."""
+    """The metric groups with a direction that the fixture runs have, from their truth.json: step time, imbalance
+    and what the costliest rank costs (cost) always, per-strategy groups for each parallel degree above 1, the
+    bubble with a pipeline."""
     layouts = [recorded.truth(name)["layout"] for name, _, _ in recorded.runs]
     strategies = any(lay[k] > 1 for lay in layouts for k in DEGREES)
-    return ({"step_time", "imbalance"} | ({"exposed_comm", "overlap", "volume"} if strategies else set())
+    return ({"step_time", "imbalance", "cost"} | ({"exposed_comm", "overlap", "volume"} if strategies else set())
             | ({"bubble"} if any(lay["pp"] > 1 for lay in layouts) else set()))
 
 

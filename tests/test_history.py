@@ -77,6 +77,36 @@ def test_the_straggler_run_regressed_against_the_previous_run_of_its_job(recorde
     assert "step_time.mean" in regressed  # rank 2's extra matmuls hold every rank at the all-reduce
 
 
+def test_the_dashboard_judges_as_compare_does(recorded_history, tmp_path):
+    """The history keeps each metric's per-step values, so the dashboard's regressions are compare's between the
+    same two runs, metric for metric, the step-to-step variation included."""
+    from traceparse.history.compare import compare_runs, load_thresholds
+    from traceparse.history.dashboard import dashboard_data
+    from traceparse.document import analyze
+
+    hist = history.read(recorded_history.path)
+    stored = {m["id"]: m["samples"] for m in hist.metrics if m["run_id"] == hist.runs[1]["run_id"]}
+    assert len(stored["step_time.mean"]) == recorded_history.truth("straggler_ddp4")["profiled_steps"]
+    data, _ = dashboard_data(hist, tmp_path / "dash.html")
+    shown = {(r["metric"], r["note"]) for r in data["regressions"] if r["run"] == hist.runs[1]["run_id"]}
+    direct = compare_runs(analyze([RUNS_DIR / "ddp4"]), analyze([RUNS_DIR / "straggler_ddp4"]), load_thresholds())
+    assert shown == {(m["id"], m["note"]) for m in direct["metrics"] if m["regressed"]}
+    assert ("imbalance.straggler", "rank 2 became a straggler") in shown
+
+
+def test_a_history_from_before_samples_gains_them_at_its_next_record(pp_doc, tmp_path):
+    """A history whose metrics table has no samples column (recorded before it) is read, its runs without samples,
+    and the next record adds the column."""
+    path, doc = tmp_path / "old.duckdb", json.loads(pp_doc.read_text())
+    history.record(path, doc, {"job": "a"})
+    with duckdb.connect(str(path)) as con:
+        con.execute("ALTER TABLE metrics DROP COLUMN samples")
+    assert all(m["samples"] is None for m in history.read(path).metrics)
+    history.record(path, doc, {"job": "a"})
+    hist = history.read(path)
+    assert [m["samples"] is None for m in hist.metrics if m["id"] == "step_time.mean"] == [True, False]
+
+
 def test_series_by_names_the_labels_that_make_runs_comparable(recorded_history):
     hist = history.read(recorded_history.path)
     ids = [r["run_id"] for r in hist.runs]

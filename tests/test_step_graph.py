@@ -8,7 +8,7 @@ from conftest import FIXTURE_RUNS
 from traces import load, step, thread_name, trace, write, x
 
 from traceparse.load.run import open_run
-from traceparse.vocabulary.savings import rank_excess, work_by_name
+from traceparse.vocabulary.savings import hidden_cost, rank_excess, work_by_name
 from traceparse.vocabulary.step_graph import step_graphs
 
 US = 1000
@@ -16,13 +16,15 @@ ALLREDUCE_ARGS = {"Input Dims": [[[4]], [], [], [], [], []], "Input type": ["Ten
                   "Concrete Inputs": ["", "", "", "", "True", "-1"]}
 GLOO_ARGS = {"Input Dims": [[4]], "Input type": ["float"], "Concrete Inputs": [""]}
 EXTRA_US = 500
+TRANSFER_US = 55
 
 
 def rank_events(extra: bool) -> list:
     """One step of a gloo rank: a matmul, (on the slow rank) an extra op of EXTRA_US, then a blocking all-reduce
-    that the group's worker thread runs, released when the last rank's worker starts it, 55 us of transfer after."""
+    that the group's worker thread runs, released when the last rank's worker starts it, TRANSFER_US of transfer
+    after."""
     call = 300 + (EXTRA_US if extra else 0)
-    done = 300 + EXTRA_US + 5 + 55  # both ranks complete when the slow one's transfer ends
+    done = 300 + EXTRA_US + 5 + TRANSFER_US  # both ranks complete when the slow one's transfer ends
     evs = [thread_name(1, 1, "python"), thread_name(1, 9, "pt_gloo_runloop"), step(1, 0, 1000),
            x("aten::mm", 100, 200)]
     if extra:
@@ -67,6 +69,16 @@ def test_a_slow_ranks_extra_work_costs_the_step_what_the_others_waited(two_ranks
     assert slow["kind"] == "work"
     assert rank_excess(g, 0, [1])["saved_ns"] == 0
     assert rank_excess(g, 0, []) is None
+
+
+def test_hiding_a_strategys_communication_saves_its_transfer_on_the_path(two_ranks):
+    """Both ranks wait on the all-reduce's transfer after the slow rank arrives, then run the rest of the step: were
+    the transfer hidden, the step would end TRANSFER_US sooner; the wait for the slow rank stays (imbalance's)."""
+    (g,) = step_graphs(two_ranks)
+    (strategy,) = {d["strategy"] for d in g.ctx["by_op"].values()}
+    assert hidden_cost(g, strategy) == {"saved_ns": TRANSFER_US * US, "share": TRANSFER_US / 1000}
+    assert hidden_cost(g, "no such strategy")["saved_ns"] == 0
+    assert replays_exactly(g) == []  # a counterfactual leaves the measured replay as it was
 
 
 def test_the_measured_replay_of_a_bundled_run_reproduces_every_point():

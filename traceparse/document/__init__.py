@@ -11,6 +11,7 @@ import json
 from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
 from traceparse.vocabulary.critical_path import critical_path_section
+from traceparse.document.causes import causes
 from traceparse.document.gpu import clipped_streams, gpu_section
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
@@ -69,6 +70,7 @@ def document(con, top=10, stated=None) -> dict:
         "collectives": collectives(con),
         "untagged": untagged(con),
         "checks": checks,
+        "causes": causes(checks),
         "summary": summary(con, top),
         "gpu": gpu,
         "critical_path": path,

@@ -162,10 +162,23 @@ METRICS = {
         "moment comes out at its measured time (a test holds it on every bundled run and public trace). A cause's "
         "cost is a counterfactual: the step's measured end less its end replayed with the cause taken away, so "
         "causes that overlap are not counted twice and a number that sets nobody's pace costs nothing. Used by "
-        "imbalance (cost: a rank's work at its peers' median)",
+        "imbalance (cost: a rank's work at its peers' median), overlap (cost: a strategy's transfers hidden) and the "
+        "document's causes (explain: causes)",
         "per step: the step's end replayed (max over ranks of each window's end) against the measured one; a cost = "
         "measured end - replayed end, share = cost / the step's length (from the start of the window of the rank "
         "that ended last)",
+    ),
+    "causes": (
+        "Why the steps are slow: the causes priced by replay",
+        "every cause a check priced by replay on the step graph (explain: step_graph), in one list, the costliest "
+        "first (document/causes.py): a rank's excess over its peers (imbalance.cost.cause: its work at its peers' "
+        "median, with the kind of the excess and in how many profiled steps it was the costliest rank), each "
+        "strategy's communication hidden under compute (overlap.per_strategy[s].cost: its transfers replayed as "
+        "nothing, the waits for a late member kept; its note says when it cannot be hidden in this setup). The "
+        "report's head names the costliest three that save at least 1% of a step. The costs are not added up: "
+        "causes overlap (a late rank also lengthens the exposed wait of its collectives)",
+        "per cause: saved_per_step_ns = the mean over the profiled steps of (measured step - step replayed without "
+        "the cause); share = the savings summed over the steps / the steps' measured lengths",
     ),
     "timeline": (
         "Timeline of one step",
@@ -322,6 +335,16 @@ METRICS = {
         "step) windows",
         "ns per rank per step; lower is better",
     ),
+    "cost": (
+        "What a cause costs a step, by replay: cost.rank, cost.<strategy>",
+        "cost.rank: per profiled step, the largest saving of any rank's work at its peers' median (imbalance.cost."
+        "per_step; traceparse explain step_graph), as a share of the step, of the kinds the imbalance check grades "
+        "(its own work, a stall; not slower, the same ops taking longer: its host); the value is their mean, 0 in "
+        "a step where no such excess saves anything. cost.<strategy>: overlap.per_strategy[<strategy>].cost.share, what "
+        "hiding the strategy's communication saves, per step as samples",
+        "fraction of the step; lower is better: traceparse compare gates a cause that appears or grows by more than "
+        "its threshold (0.05, the checks' warn share) beyond the step-to-step variation",
+    ),
     "volume": (
         "Communication volume per strategy: volume.<strategy> (volume (notes' count: all-reduce 2x))",
         "comm_volume.per_strategy[<strategy>].measured_volume_bytes: the bytes a rank sends for the strategy per "
@@ -358,7 +381,8 @@ METRICS = {
     ),
     "compare": (
         "Comparison of two runs: traceparse compare BASE NEW",
-        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, volume; per micro-batch "
+        "per metric of both runs (layout, step_time, exposed_comm, bubble, overlap, imbalance, cost, volume; per "
+        "micro-batch "
         "when the micro-batches per step differ): delta = new - base, relative = delta / base (none when base is "
         "0), its threshold and whether it regressed (traceparse explain regression); layout changes first, a "
         "change of parallel degrees said plainly; a metric of one run only is reported, never a regression",
@@ -395,11 +419,15 @@ METRICS = {
         "under the [floor] fraction of the new run's mean step time is not gated; layout never regresses by size; "
         "imbalance.straggler regresses when a straggler appears or the straggler rank changes. Against the "
         "measured variation: a metric both runs give per profiled step (step_time.mean: the step's mean window "
-        "over the ranks; step_time.p95: the step's slowest window; exposed_comm, overlap, "
-        "imbalance.max_over_mean per step) regresses only when, beyond its threshold, the change is also larger "
+        "over the ranks; step_time.p95: the step's slowest window; exposed_comm, bubble, overlap, "
+        "imbalance.max_over_mean and cost per step) regresses only when, beyond its threshold, the change is also larger "
         "than the step-to-step variation explains: Welch's t on the two runs' per-step values, one-sided in the "
-        "worse direction, p <= 0.01 (the row's p); with fewer than two steps in a run, the threshold alone. "
-        "Host contention: a step_time or exposed_comm regression is not gated when NEW's ops ran longer against "
+        "worse direction, p <= 0.01 (the row's p); the costliest rank's excess (cost.rank) also when every step of "
+        "NEW costs more than every step of BASE by more than the threshold (a rank that grew that slow in every "
+        "step, which few steps leave the t-test no power to show); "
+        "with fewer than two steps in a run, the threshold alone. "
+        "Host contention: a step_time, exposed_comm or cost.<strategy> regression is not gated when NEW's ops ran "
+        "longer against "
         "their fastest than BASE's (imbalance.stretch = compute busy time / compute floor over the ranks) by "
         "more than the metric's relative threshold: the host was busier, the work (floor) did not grow",
         "delta 0 never regresses: a run compared with itself is ok",

@@ -79,7 +79,7 @@ def _causes(con) -> list[dict]:
                round(sum(r.ns) / any_value(s.end_ns - s.start_ns), 4) AS share,
                list({'name': r.name, 'ns': r.ns::BIGINT} ORDER BY r.ns DESC, r.name)
                    FILTER (WHERE r.i <= 3 AND r.name IS NOT NULL) AS ops
-        FROM ranked r JOIN gpu_step_spans s USING (rank, step)
+        FROM ranked r JOIN gpu_step_spans s ON s.rank = r.rank AND s.step IS NOT DISTINCT FROM r.step
         GROUP BY r.rank, r.step, r.cause
         ORDER BY r.rank, r.step, idle_ns DESC, r.cause""")
     for r in found:
@@ -132,8 +132,10 @@ def _findings(temporal: list[dict], causes: list[dict], min_share: float) -> lis
                        else f"waiting for the host, whose launching thread ran {CAUSE_WORDS[cause]}")
             else:
                 why = f"waiting on {CAUSE_WORDS[cause]}"
+            seen = (f"in {steady} of {len(spans)} steps" if spans[0]["step"] is not None
+                    else "over its whole trace (no ProfilerStep#N)")
             out.append(f"rank {rank}: GPU idle {idle / total:.0%} of its steps' GPU time: {100 * share:.0f} points "
-                       f"{why}, in {steady} of {len(spans)} steps")
+                       f"{why}, {seen}")
     return out
 
 

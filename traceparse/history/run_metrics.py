@@ -10,6 +10,10 @@ Groups and ids:
 - ``imbalance.max_over_mean``: slowest rank's step time over the mean; ``imbalance.straggler``: the straggler's
   rank (named only when conclusive); ``imbalance.stretch``: compute busy time / compute floor over the ranks, how
   much longer the ops ran than at their fastest (host contention; reported, never gated)
+- ``cost.rank``: what the costliest rank costs a step by replay, a share of the step (imbalance.cost: per step the
+  largest saving of a rank's work at its peers' median, of an excess the check grades: its own work or a stall, not
+  the same ops taking longer, its host's; 0 where none saves anything); ``cost.<strategy>``: what
+  hiding the strategy's communication saves a step by replay, a share (overlap.per_strategy[].cost)
 - ``volume.<strategy>``: communication volume per rank per step in the notes' count (all-reduce 2x the size),
   comm_volume.per_strategy[].measured_volume_bytes; not the collectives' input bytes. Formerly ``bytes.<strategy>``:
   ``current_id`` maps the old ids and group (histories, thresholds) to the new ones
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from traceparse.axes import LAYOUT_KEYS
 from traceparse.tagging.rules import STRATEGIES
 
-GROUPS = ("layout", "step_time", "exposed_comm", "bubble", "overlap", "imbalance", "volume")
+GROUPS = ("layout", "step_time", "exposed_comm", "bubble", "overlap", "imbalance", "cost", "volume")
 PER_STEP_GROUPS = ("step_time", "exposed_comm", "volume")  # per step; also per micro-batch (PER_MICROBATCH)
 PER_MICROBATCH = "_per_microbatch"
 TAGGED = tuple(k for k in LAYOUT_KEYS if k in STRATEGIES)  # the strategies a rule tags, in layout order
@@ -37,14 +41,14 @@ class Metric:
     unit: str  # ns, fraction, ratio, bytes, rank, or "" for a layout value
     better: str | None  # "lower", "higher", or None: a change is reported, never a regression by size
     # the metric per profiled step (same unit), when the run has them: the step-to-step variation compare
-    # judges a change against; not recorded in a history
+    # judges a change against; recorded in a history too (metrics.samples), so the dashboard judges as compare does
     samples: tuple | None = field(default=None, compare=False)
 
 
 def run_metrics(doc: dict) -> dict[str, Metric]:
     """Every metric of the analyze document ``doc``, by id (metrics without a value are left out)."""
     out = [*_layout(doc), *_step_time(doc), *_exposed(doc), *_bubble(doc), *_overlap(doc), *_imbalance(doc),
-           *_volume(doc)]
+           *_cost(doc), *_volume(doc)]
     out += list(_per_microbatch(out))
     return {m.id: m for m in out if m.value is not None}
 
@@ -55,7 +59,8 @@ def metric_ids() -> list[str]:
     overlap = (*TAGGED, "untagged")
     return [*(f"layout.{k}" for k in LAYOUT_KEYS), "step_time.mean", "step_time.p95",
             *(f"exposed_comm.{s}" for s in overlap), "bubble", *(f"overlap.{s}" for s in overlap),
-            "imbalance.max_over_mean", "imbalance.straggler", "imbalance.stretch", *(f"volume.{s}" for s in TAGGED)]
+            "imbalance.max_over_mean", "imbalance.straggler", "imbalance.stretch", "cost.rank",
+            *(f"cost.{s}" for s in overlap), *(f"volume.{s}" for s in TAGGED)]
 
 
 def per_step_id(metric_id: str) -> str:
@@ -128,7 +133,9 @@ def _exposed(doc):
 
 
 def _bubble(doc):
-    yield Metric("bubble", "bubble", doc["checks"]["bubble"].get("measured"), "fraction", "lower")
+    b = doc["checks"]["bubble"]
+    yield Metric("bubble", "bubble", b.get("measured"), "fraction", "lower",
+                 tuple(s["measured"] for s in b.get("per_step") or ()))
 
 
 def _overlap(doc):
@@ -147,6 +154,23 @@ def _imbalance(doc):
     rows = [r for r in imb.get("per_rank") or () if r.get("compute_ns") and r.get("compute_floor_ns")]
     yield Metric("imbalance.stretch", "imbalance", sum(r["compute_ns"] for r in rows) /
                  sum(r["compute_floor_ns"] for r in rows) if rows else None, "ratio", None)
+
+
+GRADED_KINDS = ("work", "stall")  # a rank's excess the imbalance check grades: not "slower" (its host, reported)
+
+
+def _cost(doc):
+    """What the causes the replay prices cost a step (shares of it), per profiled step as samples: the costliest
+    rank's excess (a cause that appears or grows), each strategy's exposed communication."""
+    steps = ((doc["checks"]["imbalance"].get("cost") or {}).get("per_step")) or []
+    shares = tuple(max((r["share"] or 0 for r in s["ranks"].values() if r["kind"] in GRADED_KINDS), default=0.0)
+                   for s in steps)
+    yield Metric("cost.rank", "cost", sum(shares) / len(shares) if shares else None, "fraction", "lower", shares)
+    for s, v in sorted((doc["checks"]["overlap"].get("per_strategy") or {}).items()):
+        cost = v.get("cost")
+        if cost:
+            yield Metric(f"cost.{s}", "cost", cost["share"], "fraction", "lower",
+                         tuple(p["share"] for p in cost["per_step"] if p["share"] is not None))
 
 
 RENAMED = {"bytes": "volume"}  # old group -> new (ids: old group + "." + rest), in histories recorded before the rename

@@ -12,7 +12,10 @@ Tables (plain DuckDB: ``duckdb HISTORY "SELECT labels['job'], ... FROM runs"`` r
 - ``metrics(run_id, id, "group", value, text_value, unit, better)``: one row per metric of a run; a
   number in ``value`` (DOUBLE), a categorical value (a pipeline schedule) in ``text_value``. Ids recorded
   under an older name are read under the current one (``run_metrics.current_id``: ``bytes.<strategy>`` ->
-  ``volume.<strategy>``), so a history keeps its series across the rename.
+  ``volume.<strategy>``), so a history keeps its series across the rename. ``samples`` (DOUBLE[]) holds the
+  metric per profiled step, the step-to-step variation ``compare`` judges a change against, so the dashboard judges
+  as ``compare`` does; a history recorded before it had the column gains it at its next record, its older runs
+  without samples (judged by the threshold alone, as a run of one step).
 
 A run is compared with the previous run of its series (``series``): the runs with the same labels, the
 commit aside, or the label keys the dashboard is given (``--series-by``).
@@ -71,6 +74,7 @@ CREATE TABLE metrics (
     text_value VARCHAR,
     unit VARCHAR NOT NULL,
     better VARCHAR,
+    samples DOUBLE[],
     PRIMARY KEY (run_id, id)
 );
 """
@@ -100,14 +104,15 @@ IS_A_FOLDER = "is a folder, not a history file (traceparse analyze --record HIST
 @dataclass
 class History:
     runs: list[dict]  # run_id, recorded_at, labels (dict), label_key, files, version, report; in recording order
-    metrics: list[dict]  # run_id, id, group, value (number or text), unit, better
+    metrics: list[dict]  # run_id, id, group, value (number or text), unit, better, samples (tuple or None)
 
     def metric_sets(self) -> dict[int, dict[str, Metric]]:
         """Each run's metrics as ``run_metrics`` gave them, by run id (what ``compare_metrics`` takes)."""
         out = {r["run_id"]: {} for r in self.runs}
         for m in self.metrics:
             if m["value"] is not None:  # as run_metrics: a metric without a value is left out
-                out[m["run_id"]][m["id"]] = Metric(m["id"], m["group"], m["value"], m["unit"], m["better"])
+                out[m["run_id"]][m["id"]] = Metric(m["id"], m["group"], m["value"], m["unit"], m["better"],
+                                                   m.get("samples"))
         return out
 
 
@@ -177,6 +182,7 @@ def record(path, doc: dict, labels: dict, report=None, wait_s: float | None = No
     rows = [_metric_row(m) for m in run_metrics(doc).values()]
     with _connect(path, write=True, wait_s=wait_s) as con:
         con.execute("BEGIN TRANSACTION")
+        con.execute("ALTER TABLE metrics ADD COLUMN IF NOT EXISTS samples DOUBLE[]")  # a history from before it
         run_id = con.execute(
             "INSERT INTO runs (recorded_at, labels, label_key, files, version, report) "
             "VALUES (?, map(?::VARCHAR[], ?::VARCHAR[]), ?, ?, ?, ?) RETURNING run_id",
@@ -184,8 +190,9 @@ def record(path, doc: dict, labels: dict, report=None, wait_s: float | None = No
              list(doc["run"]["files"]), __version__, str(Path(report).resolve()) if report else None],
         ).fetchone()[0]
         if rows:  # one statement: executemany runs one per row, and the file stays locked meanwhile
-            marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(rows))
-            con.execute(f"INSERT INTO metrics VALUES {marks}", [x for r in rows for x in (run_id, *r)])
+            marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+            con.execute('INSERT INTO metrics (run_id, id, "group", value, text_value, unit, better, samples) '
+                        f"VALUES {marks}", [x for r in rows for x in (run_id, *r)])
         con.execute("COMMIT")  # closing without it rolls the run back
         return run_id
 
@@ -242,9 +249,12 @@ def read(path, wait_s: float | None = None) -> History:
         runs = [dict(zip(RUN_COLUMNS, r, strict=True)) for r in
                 con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY recorded_at, run_id").fetchall()]
         metrics = []
-        for r in con.execute('SELECT run_id, id, "group", value, text_value, unit, better FROM metrics '
-                             "ORDER BY run_id, id").fetchall():
-            m = dict(zip(METRIC_COLUMNS, r, strict=True))
+        has_samples = con.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() "
+                                  "AND table_name = 'metrics' AND column_name = 'samples'").fetchone()[0]
+        for r in con.execute('SELECT run_id, id, "group", value, text_value, unit, better, '
+                             f'{"samples" if has_samples else "NULL"} FROM metrics ORDER BY run_id, id').fetchall():
+            m = dict(zip(METRIC_COLUMNS, r[:-1], strict=True))
+            m["samples"] = _samples(r[-1])
             text_value = m.pop("text_value")
             m["value"] = text_value if text_value is not None else _number(m["value"], m["unit"])
             m["id"], m["group"] = current_id(m["id"]), current_id(m["group"])  # bytes.<s>, recorded before: volume.<s>
@@ -256,7 +266,14 @@ def _metric_row(m: Metric) -> tuple:
     """A metric as stored; a number that is not finite (NaN, infinity) as no value."""
     text = m.value if isinstance(m.value, str) else None
     number = None if text is not None or not math.isfinite(m.value) else float(m.value)
-    return m.id, m.group, number, text, m.unit, m.better
+    return m.id, m.group, number, text, m.unit, m.better, list(_samples(m.samples) or ()) or None
+
+
+def _samples(values) -> tuple | None:
+    """A metric's per-step values as compare reads them: the finite numbers (a history is input: another program may
+    have written NaN there); None without two of them."""
+    kept = tuple(float(v) for v in values or () if isinstance(v, int | float) and math.isfinite(v))
+    return kept if len(kept) >= 2 else None
 
 
 def _number(value, unit):

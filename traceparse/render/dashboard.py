@@ -21,6 +21,7 @@ TITLES = {
     "bubble": "Pipeline bubble (fraction of the step)",
     "overlap": "Communication hidden under compute (fraction)",
     "imbalance": "Slowest rank's step time over the mean",
+    "cost": "What a cause costs a step, by replay (fraction of the step)",
     "volume": "Communication volume per rank per step (notes' count: all-reduce 2x)",
 }
 STYLE = ("<style>.charts{display:flex;flex-wrap:wrap;gap:0 1.5em} .charts .chart{flex:0 0 560px} "

@@ -11,7 +11,7 @@ SMALL_RUN = 8
 
 
 def _step(r) -> str:
-    return "HTA span" if r["scope"] == "hta" else str(r["step"])
+    return "HTA span" if r["scope"] == "hta" else "whole trace" if r["step"] is None else str(r["step"])
 
 
 def _causes_of(gpu: dict) -> dict:

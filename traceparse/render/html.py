@@ -7,11 +7,12 @@ Everything from a trace (file, kernel, annotation names) goes through ``page.tex
 
 import os
 
+from traceparse.units import ms
 from traceparse.status import SEVERITY
 from traceparse.render.charts import charts, spec
 from traceparse.render.gpu import gpu_html
 from traceparse.render.page import render_page, text
-from traceparse.render.text import render, sections_flagged
+from traceparse.render.text import CAUSE_FLOOR, render, sections_flagged
 from traceparse.axes import AXES
 
 LOAD_SEVERITY = {"error": 2, "warn": 1}  # load issues shown at the top; 'info' ones wait in the report
@@ -74,7 +75,12 @@ def findings(doc) -> str:
     flagged = sum(1 for _, c in checks if c["status"] in ("warn", "fail"))
     head = f"{flagged} of {len(checks)} checks at warn or fail" if flagged else "no check at warn or fail"
     head += "".join(f"; {s} (its section below)" for s in sections_flagged(doc))
-    return (f'<section id="findings"><h2>Findings</h2><p>{text(head)}; '
+    why = "".join(f"<li><b>{text(c['cause'])}</b>: {text(ms(c['saved_per_step_ns']))} a step ({c['share']:.0%}), "
+                  f"{text(c['note'])} <span class=\"quiet\">[{text(c['check'])}]</span></li>"
+                  for c in doc.get("causes") or [] if (c["share"] or 0) >= CAUSE_FLOOR)
+    why = (f'<p>Why the steps are slow, by replay (what taking each cause away saves; <code>traceparse explain '
+           f'causes</code>):</p><ul class="findings">{why}</ul>') if why else ""
+    return (f'<section id="findings"><h2>Findings</h2>{why}<p>{text(head)}; '
             f'<code>traceparse explain &lt;check&gt;</code> defines each.</p><ul class="findings">{"".join(items)}</ul>'
             "</section>")
 

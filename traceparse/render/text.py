@@ -25,7 +25,7 @@ from traceparse.units import first_of, ms, pct, size
 
 
 SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
-SHORT_TOP = 5  # the heaviest kernels a summarized report shows unless --top says how many
+SHORT_TOP = 4  # the heaviest kernels a summarized report shows unless --top says how many
 FULL_HINT = "--full"
 
 
@@ -42,6 +42,7 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
         f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
         "",
+        *filter(None, [render_causes(doc)]),
         render_findings(doc),
         "",
         render_layout(doc),
@@ -228,6 +229,22 @@ def sections_flagged(doc) -> list[str]:
     the findings' head never says nothing is at warn above a section that is."""
     gpu = doc.get("gpu") or {}
     return [f"gpu: {gpu['status']}"] if at_least(gpu.get("status") or "ok", "warn") else []
+
+
+CAUSES_SHOWN = 3  # the costliest causes the report's head names (the document has them all)
+CAUSE_FLOOR = 0.01  # a cause that saves less of a step is left to its check's section
+
+
+def render_causes(doc) -> str:
+    """``why the steps are slow``: the costliest causes the replay priced (the document's ``causes``), one line each;
+    nothing when none saves ``CAUSE_FLOOR`` of a step."""
+    shown = [c for c in doc.get("causes") or [] if (c["share"] or 0) >= CAUSE_FLOOR][:CAUSES_SHOWN]
+    lines = [f"{terminal(c['cause'])} costs {ms(c['saved_per_step_ns'])} a step ({c['share']:.0%}): {terminal(c['note'])}"
+             f" [{c['check']}]" for c in shown]
+    if not lines:
+        return ""
+    return "\n".join([f"why the steps are slow, by replay (explain: causes): {lines[0]}",
+                      *(f"  then {line}" for line in lines[1:])])
 
 
 def render_findings(doc) -> str:

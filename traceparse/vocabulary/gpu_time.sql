@@ -5,11 +5,14 @@
 -- The span of each profiled step on the GPU. Steps tile the GPU's timeline: step N's span runs from the end of the
 -- GPU work of the steps before it (the first step: its own first activity) to the end of its own, so a gap before
 -- a step's first kernel (the GPU waiting for the next batch) belongs to that step. An activity belongs to the step
--- its launch falls in (gpu_activity.step).
+-- its launch falls in (gpu_activity.step). A rank without ProfilerStep#N has one span, step NULL: its whole trace
+-- (its step window, step_windows), as the critical path's.
 CREATE OR REPLACE TEMP TABLE gpu_step_spans AS
 WITH per_step AS (
     SELECT rank, step, min(start_ns) AS first_ns, max(end_ns) AS last_ns
-    FROM gpu_activity WHERE in_window AND step IS NOT NULL GROUP BY rank, step
+    FROM gpu_activity
+    WHERE in_window AND (step IS NOT NULL OR rank NOT IN (SELECT rank FROM step_windows WHERE step IS NOT NULL))
+    GROUP BY rank, step
 ),
 bounds AS (
     SELECT rank, step, first_ns,
@@ -131,7 +134,7 @@ WITH pieces AS (
 ),
 gaps AS (
     SELECT p.rank, p.step, coalesce(p.prev_e, sp.start_ns) AS a, p.s AS b
-    FROM pieces p JOIN gpu_step_spans sp ON sp.rank = p.rank AND sp.step = p.step
+    FROM pieces p JOIN gpu_step_spans sp ON sp.rank = p.rank AND sp.step IS NOT DISTINCT FROM p.step
     WHERE p.s > coalesce(p.prev_e, sp.start_ns)
 ),
 next AS (

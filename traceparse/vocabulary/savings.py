@@ -8,6 +8,9 @@ else every other rank) of their total time in that op in the step; time in ops i
 in no op (a sleep, a stall, Python between ops), down to the peers' median. Its kind is where the excess lies:
 ``work`` (more ops than its peers, or ops they do not run), ``slower`` (the same ops, each taking longer: its host,
 or heavier inputs), ``stall`` (time in no op).
+
+A strategy's communication hidden (``hidden_cost``, what the overlap check grades): each of its operations' transfer,
+from its release to its completion, replayed as nothing.
 """
 
 from __future__ import annotations
@@ -80,11 +83,16 @@ def rank_excess(graph, rank: int, peers: list[int]) -> dict | None:
     def scale(r, lane_key, name):
         return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
 
-    measured = graph.end_ns()  # the measured replay's end (the replay invariant)
-    saved = max(0, measured - graph.replay(scale)["end_ns"])
-    length = measured - graph.start_ns()
-    return {"saved_ns": saved, "share": round(saved / length, 4) if length > 0 else None,
-            "kind": max(excess, key=excess.get), "excess_ns": sum(excess.values())}
+    return {**_saved(graph, graph.replay(scale)), "kind": max(excess, key=excess.get),
+            "excess_ns": sum(excess.values())}
+
+
+def _saved(graph, replayed: dict) -> dict:
+    """``{saved_ns, share}``: the step's measured end (the measured replay's, the replay invariant) less the end of
+    the ``replayed`` counterfactual, and that as a share of the step."""
+    measured = graph.end_ns()
+    saved, length = max(0, measured - replayed["end_ns"]), measured - graph.start_ns()
+    return {"saved_ns": saved, "share": round(saved / length, 4) if length > 0 else None}
 
 
 CANDIDATES = 3  # the ranks of a step with the most excess that are replayed (the others' excess is smaller)
@@ -140,3 +148,24 @@ def _excess(graph, rank: int, peers: list[int]) -> int:
     ranks are worth a replay."""
     peers = _peers(graph, rank, peers)
     return sum(ns - med for ns, _, med, _ in _beyond_peers(graph, rank, peers).values()) if peers else 0
+
+
+def hidden_cost(graph, strategy: str) -> dict:
+    """The step saved were strategy ``strategy``'s communication fully hidden: each of its operations' transfer
+    (from its release, the last member's arrival, to its completion) replayed as nothing; waits for a late member
+    stay (a straggler's cost, not overlap's). ``{saved_ns, share}``."""
+    return _saved(graph, graph.replay(transfer=lambda d: 0.0 if d["strategy"] == strategy else 1.0))
+
+
+def strategy_costs(graphs: list, strategies) -> dict:
+    """Per strategy, what hiding its communication saves each profiled step by replay (``hidden_cost``):
+    ``{strategy: {per_step: [{step, saved_ns, share}], saved_per_step_ns, share}}`` (share: of the steps' total
+    length)."""
+    lengths = sum(g.end_ns() - g.start_ns() for g in graphs)
+    out = {}
+    for s in strategies:
+        per_step = [{"step": g.step, **hidden_cost(g, s)} for g in graphs]
+        saved = sum(p["saved_ns"] for p in per_step)
+        out[s] = {"per_step": per_step, "saved_per_step_ns": round(saved / len(graphs)) if graphs else None,
+                  "share": round(saved / lengths, 4) if lengths > 0 else None}
+    return out

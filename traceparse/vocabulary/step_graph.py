@@ -204,10 +204,12 @@ class StepGraph:
 
     # --- replaying ------------------------------------------------------------------------------------------------
 
-    def replay(self, scale=None) -> dict:
-        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name)`` (None:
-        measured). Returns ``{"end_ns": the step's replayed end, "ranks": {rank: replayed window end}}``."""
-        self.scale = scale
+    def replay(self, scale=None, transfer=None) -> dict:
+        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name)`` and each
+        communication operation's transfer (from its release to its completion) by ``transfer(operation)`` (its
+        ``cp_completions`` row; None: measured). Returns ``{"end_ns": the step's replayed end, "ranks": {rank:
+        replayed window end}}``."""
+        self.scale, self.transfer = scale, transfer
         self.memo_comm = {}
         for lane in self.lanes.values():
             lane.out = [None] * len(lane.times)
@@ -309,7 +311,13 @@ class StepGraph:
     def _completion(self, r, op_id) -> int:
         """Its replayed completion: its release, then the transfer measured after it."""
         replayed, measured = self._release(r, op_id)
-        return replayed + max(0, self.ctx["by_op"][(r, op_id)]["done_ns"] - measured)
+        d = self.ctx["by_op"][(r, op_id)]
+        return replayed + self._transfer(d, d["done_ns"] - measured)
+
+    def _transfer(self, d, ns: int) -> int:
+        """A transfer of ``ns`` measured of operation ``d``, replayed."""
+        ns = max(0, ns)
+        return round(ns * self.transfer(d)) if self.transfer else ns
 
     def _dep_time(self, dep) -> tuple[int, int]:
         """(replayed, measured) time of a dependency."""
@@ -337,7 +345,10 @@ class StepGraph:
             f = self.scale(ln.rank, ln.key, ln.names[i]) if self.scale else 1.0
             return prev + round((t - prev_t) * f)
         got, measured = self._dep_time(dep)  # a wait or a communication kernel: after what it waited for
-        return max(prev, got) + max(0, t - max(prev_t, measured))
+        tail = max(0, t - max(prev_t, measured))
+        if dep[0] == "release":  # a call that returned once its last peer arrived: the rest is its transfer
+            tail = self._transfer(self.ctx["by_op"][(dep[1], dep[2])], tail)
+        return max(prev, got) + tail
 
     def _at(self, lane: Lane, t: int) -> int:
         """The replayed time of measured moment ``t`` on ``lane``."""

@@ -1,0 +1,28 @@
+"""Why the profiled steps are slow: every cause the checks priced by replay on the step graph (``traceparse explain
+step_graph``), in one list, the costliest first (the analyze document's ``causes``; ``traceparse explain causes``).
+
+A cause's cost is what taking it away shortens the step by, replayed: a rank's excess over its peers
+(imbalance.cost.cause), a strategy's communication hidden under compute (overlap.per_strategy[s].cost). The costs
+are not added up: causes overlap (a rank late to a collective also lengthens its exposed wait)."""
+
+from traceparse.vocabulary.savings import KINDS
+
+
+def causes(checks: dict) -> list[dict]:
+    """``[{check, cause, kind, saved_per_step_ns, share, note}]`` of the checks' documents, each with a saving, the
+    costliest first."""
+    out = []
+    imb = ((checks.get("imbalance") or {}).get("cost") or {}).get("cause")
+    if imb and imb["saved_per_step_ns"]:
+        seen = "seen once" if imb["steps"] == 1 else f"seen in {imb['steps_seen']} of {imb['steps']} steps"
+        out.append({"check": "imbalance", "cause": f"rank {imb['rank']}", "kind": imb["kind"],
+                    "saved_per_step_ns": imb["saved_per_step_ns"], "share": imb["share"],
+                    "note": f"{KINDS.get(imb['kind'], 'its work')}; {seen}"})
+    for s, v in sorted(((checks.get("overlap") or {}).get("per_strategy") or {}).items()):
+        cost = v.get("cost")
+        if not cost or not cost["saved_per_step_ns"]:
+            continue
+        note = f"cannot be hidden here: {v['cannot_hide']}" if v.get("cannot_hide") else "were it hidden under compute"
+        out.append({"check": "overlap", "cause": f"{s} communication", "kind": "exposed",
+                    "saved_per_step_ns": cost["saved_per_step_ns"], "share": cost["share"], "note": note})
+    return sorted(out, key=lambda c: (-(c["share"] or 0), c["check"], c["cause"]))
