@@ -106,7 +106,8 @@ def history(variant: str = "valid") -> bytes:
                     "(TIMESTAMP '2025-01-01' + ? * INTERVAL 1 HOUR, map(?::VARCHAR[], ?::VARCHAR[]), ?, ?, ?, NULL) "
                     "RETURNING run_id", [k, list(labels), list(labels.values()), label_key(labels),
                                          ["rank0.json.gz", "rank1.json.gz"], __version__]).fetchone()[0]
-                con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                con.executemany('INSERT INTO metrics (run_id, id, "group", value, text_value, unit, better) '
+                                "VALUES (?, ?, ?, ?, NULL, ?, ?)",
                                 [[run_id, i, g, v * (1 + k / 10), u, b] for i, g, v, u, b in METRICS])
             if variant.startswith("nan:"):
                 con.execute(f"UPDATE metrics SET value = '{variant[4:]}'::DOUBLE "
