@@ -488,3 +488,18 @@ def test_op_names_are_escaped_in_the_page(tmp_path):
     assert any(o["name"] == evil for c in doc["gpu"]["idle_causes"] for o in c["ops"])
     page = render_html(doc)
     assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_trace_without_steps_is_one_whole_trace_span(tmp_path):
+    """An inference server's trace has no ProfilerStep#N: the dataloader trace's events without the steps. Its span
+    runs from the first activity's start, 1420, to the last one's end, 4000 = 2580 us, busy 3 x 580 = 1740: idle
+    840, of which the dataloader 2 x 400 = 800 (31%, named: one span, a majority of one) and launch 2 x 20."""
+    f = write(tmp_path / "rank0.json", trace(dataloader_trace([400, 400, 400]), rank=0, world_size=1))
+    gpu = analyze([f], use_cache=False)["gpu"]
+    (span,) = [t for t in gpu["temporal"] if t["scope"] == "step"]
+    assert (span["step"], span["span_ns"], span["idle_ns"]) == (None, 2580 * US, 840 * US)
+    causes = causes_of(gpu)
+    assert (causes[(None, "dataloader")]["idle_ns"], causes[(None, "launch")]["idle_ns"]) == (800 * US, 40 * US)
+    assert gpu["status"] == "warn"
+    (finding,) = gpu["findings"]
+    assert f"`{DATALOADER}`" in finding and finding.endswith("over its whole trace (no ProfilerStep#N)")
