@@ -79,7 +79,10 @@ SPEC = Spec(
         "each of the path's spells (its stretches on one rank) is put on one of the loaded ranks at random "
         "(stats.top_share_tail: 4,000 seeded draws; a path of a few long spells is concentrated by chance, so a "
         "share alone does not say a rank set the pace), and in a pipeline the stage whose ranks it runs through most "
-        "(stage, stage_share). CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
+        "(stage, stage_share). heavy_stage_cost, by replay on the step graph: per profiled step, the step's "
+        "measured length - its length replayed with the heavy stage's ops at the mean stage's compute floor (each "
+        "scaled by 1 / heavy_stage_over_mean; time in no op kept), and that over the steps' length (share). "
+        "CP: compute per cp rank; heavy_rank = the cp rank (else the pp rank) with the most compute floor. EP: rows received by a rank per step = sum of "
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows. "
         "Cost (cost.per_step, cost.cause), by replay on the step graph (traceparse explain step_graph): per step, "
@@ -424,7 +427,7 @@ def _pipeline(ctx, busy, floor):
     """Compute per pipeline stage and micro-batch; (numbers, rank of the heaviest stage)."""
     stage_of = compute.stages(ctx)
     if not stage_of:
-        return {"pp_stages": None, "heavy_stage": None, "heavy_stage_over_mean": None}, None
+        return {"pp_stages": None, "heavy_stage": None, "heavy_stage_over_mean": None, "heavy_stage_cost": None}, None
     m = ctx.layout.get("microbatches")
     per_mb = lambda v: round(v / m) if m and v is not None else None  # noqa: E731
     out = [{"stage": stage, "rank": rank, "compute_ns": _ns(busy.get(rank)),
@@ -433,7 +436,9 @@ def _pipeline(ctx, busy, floor):
            for rank, stage in sorted(stage_of.items(), key=lambda kv: (kv[1], kv[0]))]
     heavy, ratio, _ = compute.heavy_stage(stage_of, floor, ctx.heavy_over_mean)
     rank = max((r for r, s in stage_of.items() if s == heavy), key=lambda r: floor[r], default=None)
-    return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio}, rank
+    cost = (savings.stage_cost(ctx.step_graphs, {r for r, s in stage_of.items() if s == heavy}, 1 / ratio)
+            if heavy is not None and ctx.step_graphs else None)
+    return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio, "heavy_stage_cost": cost}, rank
 
 
 def _ring(ctx, busy, floor):
@@ -608,7 +613,9 @@ def _findings(n, limits) -> list:
                    f"fastest, the pipeline stages table's 'compute floor' column; busy time stretches with contention)"
                    + (f" is {ms(per_mb)} per micro-batch," if per_mb is not None else "")
                    + f" {n['heavy_stage_over_mean']:.2f}x the mean stage: the slowest stage sets the pipeline's "
-                   f"pace (docs/parallelism.md 3.2); move layers off it." + _stage_on_path(n))
+                   f"pace (docs/parallelism.md 3.2); move layers off it." + _stage_on_path(n)
+                   + (f" By replay, its ops at the mean stage's compute would save {ms(c['saved_per_step_ns'])} a "
+                      f"step ({c['share']:.0%})." if (c := n["heavy_stage_cost"]) and c["share"] is not None else ""))
     if n["cp_compute"] and n["heavy_rank"] is not None and n["cp_heavy_over_mean"] >= stands_out:
         out.append(f"Ring attention: rank {n['heavy_rank']} computes {n['cp_heavy_over_mean']:.2f}x the mean rank "
                    f"(compute floor), as a causal mask over contiguous chunks gives later ranks more blocks to attend "

@@ -41,3 +41,19 @@ def test_a_runs_slow_rank_is_its_first_cause_and_the_reports_first_line():
     lines = render(doc).splitlines()
     assert lines[3].startswith(f"why the steps are slow, by replay (explain: causes): rank {slow} costs ")
     assert lines[4].startswith("  then dp communication costs ")
+
+
+def test_a_heavy_pipeline_stage_is_priced_by_replay():
+    """pp4_1f1b_heavy_m4: stage 2 runs more layers (its configuration, truth.json). Its ops at the mean stage's
+    compute shorten every step, by no more than the stage's measured compute."""
+    run = FIXTURE_RUNS / "pp4_1f1b_heavy_m4"
+    heavy = json.loads((run / "truth.json").read_text())["imbalance"]["heavy_stage"]
+    doc = analyze([run], use_cache=False)
+    imb = doc["checks"]["imbalance"]
+    assert imb["heavy_stage"] == heavy
+    cost = imb["heavy_stage_cost"]
+    most = max(p["compute_ns"] for p in imb["pp_stages"] if p["stage"] == heavy)
+    assert all(0 < s["saved_ns"] <= most for s in cost["per_step"])
+    (cause,) = [c for c in doc["causes"] if c["cause"] == f"pipeline stage {heavy}"]
+    assert cause["saved_per_step_ns"] == cost["saved_per_step_ns"]
+    assert "By replay, its ops at the mean stage's compute would save" in " ".join(imb["findings"])

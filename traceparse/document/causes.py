@@ -2,7 +2,8 @@
 step_graph``), in one list, the costliest first (the analyze document's ``causes``; ``traceparse explain causes``).
 
 A cause's cost is what taking it away shortens the step by, replayed: a rank's excess over its peers
-(imbalance.cost.cause), a strategy's communication hidden under compute (overlap.per_strategy[s].cost). The costs
+(imbalance.cost.cause), a heavy pipeline stage's ops at the mean stage's compute (imbalance.heavy_stage_cost), a
+strategy's communication hidden under compute (overlap.per_strategy[s].cost). The costs
 are not added up: causes overlap (a rank late to a collective also lengthens its exposed wait)."""
 
 from traceparse.vocabulary.savings import KINDS
@@ -18,6 +19,12 @@ def causes(checks: dict) -> list[dict]:
         out.append({"check": "imbalance", "cause": f"rank {imb['rank']}", "kind": imb["kind"],
                     "saved_per_step_ns": imb["saved_per_step_ns"], "share": imb["share"],
                     "note": f"{KINDS.get(imb['kind'], 'its work')}; {seen}"})
+    imbalance = checks.get("imbalance") or {}
+    stage = imbalance.get("heavy_stage_cost")
+    if stage and stage["saved_per_step_ns"]:
+        out.append({"check": "imbalance", "cause": f"pipeline stage {imbalance['heavy_stage']}", "kind": "work",
+                    "saved_per_step_ns": stage["saved_per_step_ns"], "share": stage["share"],
+                    "note": "its ops at the mean stage's compute (move layers off it)"})
     for s, v in sorted(((checks.get("overlap") or {}).get("per_strategy") or {}).items()):
         cost = v.get("cost")
         if not cost or not cost["saved_per_step_ns"]:

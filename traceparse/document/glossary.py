@@ -172,7 +172,8 @@ METRICS = {
         "Why the steps are slow: the causes priced by replay",
         "every cause a check priced by replay on the step graph (explain: step_graph), in one list, the costliest "
         "first (document/causes.py): a rank's excess over its peers (imbalance.cost.cause: its work at its peers' "
-        "median, with the kind of the excess and in how many profiled steps it was the costliest rank), each "
+        "median, with the kind of the excess and in how many profiled steps it was the costliest rank), a heavy "
+        "pipeline stage (imbalance.heavy_stage_cost: its ops at the mean stage's compute), each "
         "strategy's communication hidden under compute (overlap.per_strategy[s].cost: its transfers replayed as "
         "nothing, the waits for a late member kept; its note says when it cannot be hidden in this setup). The "
         "report's head names the costliest three that save at least 1% of a step. The costs are not added up: "

@@ -10,7 +10,8 @@ in no op (a sleep, a stall, Python between ops), down to the peers' median. Its 
 or heavier inputs), ``stall`` (time in no op).
 
 A strategy's communication hidden (``hidden_cost``, what the overlap check grades): each of its operations' transfer,
-from its release to its completion, replayed as nothing.
+from its release to its completion, replayed as nothing. A heavy pipeline stage (``stage_cost``): its ranks' ops
+at the stages' mean compute.
 """
 
 from __future__ import annotations
@@ -159,13 +160,24 @@ def hidden_cost(graph, strategy: str) -> dict:
 
 def strategy_costs(graphs: list, strategies) -> dict:
     """Per strategy, what hiding its communication saves each profiled step by replay (``hidden_cost``):
-    ``{strategy: {per_step: [{step, saved_ns, share}], saved_per_step_ns, share}}`` (share: of the steps' total
-    length)."""
+    ``{strategy: over_steps(...)}``."""
+    return {s: over_steps(graphs, lambda g, s=s: hidden_cost(g, s)) for s in strategies}
+
+
+def stage_cost(graphs: list, ranks, factor: float) -> dict:
+    """What a heavy pipeline stage costs each profiled step: the ops of its ``ranks`` replayed at ``factor`` of
+    their measured time (the stages' mean compute floor / the stage's), time in no op as it was; ``over_steps``."""
+    def scale(r, _lane_key, name):
+        return factor if r in ranks and name is not None else 1.0
+
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+
+
+def over_steps(graphs: list, saving) -> dict:
+    """``{per_step: [{step, saved_ns, share}], saved_per_step_ns, share}`` of ``saving(graph) -> {saved_ns, share}``
+    over the profiled steps (share: the savings over the steps' total length)."""
     lengths = sum(g.end_ns() - g.start_ns() for g in graphs)
-    out = {}
-    for s in strategies:
-        per_step = [{"step": g.step, **hidden_cost(g, s)} for g in graphs]
-        saved = sum(p["saved_ns"] for p in per_step)
-        out[s] = {"per_step": per_step, "saved_per_step_ns": round(saved / len(graphs)) if graphs else None,
-                  "share": round(saved / lengths, 4) if lengths > 0 else None}
-    return out
+    per_step = [{"step": g.step, **saving(g)} for g in graphs]
+    saved = sum(p["saved_ns"] for p in per_step)
+    return {"per_step": per_step, "saved_per_step_ns": round(saved / len(graphs)) if graphs else None,
+            "share": round(saved / lengths, 4) if lengths > 0 else None}
