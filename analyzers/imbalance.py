@@ -435,9 +435,9 @@ def _pipeline(ctx, busy, floor):
             "compute_floor_per_microbatch_ns": per_mb(floor.get(rank))}
            for rank, stage in sorted(stage_of.items(), key=lambda kv: (kv[1], kv[0]))]
     heavy, ratio, _ = compute.heavy_stage(stage_of, floor, ctx.heavy_over_mean)
-    rank = max((r for r, s in stage_of.items() if s == heavy), key=lambda r: floor[r], default=None)
-    cost = (savings.stage_cost(ctx.step_graphs, {r for r, s in stage_of.items() if s == heavy}, 1 / ratio)
-            if heavy is not None and ctx.step_graphs else None)
+    members = {r for r, s in stage_of.items() if s == heavy}
+    rank = max(members, key=lambda r: floor[r], default=None)
+    cost = savings.stage_cost(ctx.step_graphs, members, 1 / ratio) if members and ctx.step_graphs else None
     return {"pp_stages": out, "heavy_stage": heavy, "heavy_stage_over_mean": ratio, "heavy_stage_cost": cost}, rank
 
 

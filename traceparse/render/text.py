@@ -235,12 +235,16 @@ CAUSES_SHOWN = 3  # the costliest causes the report's head names (the document h
 CAUSE_FLOOR = 0.01  # a cause that saves less of a step is left to its check's section
 
 
+def shown_causes(doc) -> list[dict]:
+    """The document's ``causes`` a report shows: those that save at least ``CAUSE_FLOOR`` of a step."""
+    return [c for c in doc.get("causes") or [] if (c["share"] or 0) >= CAUSE_FLOOR]
+
+
 def render_causes(doc) -> str:
     """``why the steps are slow``: the costliest causes the replay priced (the document's ``causes``), one line each;
     nothing when none saves ``CAUSE_FLOOR`` of a step."""
-    shown = [c for c in doc.get("causes") or [] if (c["share"] or 0) >= CAUSE_FLOOR][:CAUSES_SHOWN]
     lines = [f"{terminal(c['cause'])} costs {ms(c['saved_per_step_ns'])} a step ({c['share']:.0%}): {terminal(c['note'])}"
-             f" [{c['check']}]" for c in shown]
+             f" [{c['check']}]" for c in shown_causes(doc)[:CAUSES_SHOWN]]
     if not lines:
         return ""
     return "\n".join([f"why the steps are slow, by replay (explain: causes): {lines[0]}",

@@ -26,8 +26,9 @@ SELECT r_rank, r_op, s_rank, s_op, s_at FROM pairs;
 -- else, the rank itself when it arrived. The lane its execution ran on: a GPU stream, else a CPU thread.
 CREATE OR REPLACE TEMP TABLE cp_completions AS
 WITH last_member AS (
-    SELECT match_key, arg_max(rank, (arrival_ns, -rank, -op_id)) AS rank, arg_max(op_id, (arrival_ns, -rank, -op_id)) AS op_id
-    FROM collective_arrivals GROUP BY match_key
+    SELECT match_key, m.rank, m.op_id
+    FROM (SELECT match_key, arg_max({'rank': rank, 'op_id': op_id}, (arrival_ns, -rank, -op_id)) AS m
+          FROM collective_arrivals GROUP BY match_key)
 ),
 ops AS (
     SELECT o.*, CASE WHEN o.op IN ('send', 'recv') THEN coalesce(o.host_ts_ns, o.exec_ts_ns)

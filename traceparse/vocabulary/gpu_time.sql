@@ -138,10 +138,10 @@ gaps AS (
     WHERE p.s > coalesce(p.prev_e, sp.start_ns)
 ),
 next AS (
-    SELECT rank, start_ns, arg_min(launch_ns, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS launch_ns,
-           arg_min(launch_pid, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS pid,
-           arg_min(launch_tid, (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS tid
-    FROM gpu_activity GROUP BY rank, start_ns
+    SELECT rank, start_ns, n.launch_ns, n.pid, n.tid
+    FROM (SELECT rank, start_ns, arg_min({'launch_ns': launch_ns, 'pid': launch_pid, 'tid': launch_tid},
+                                         (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS n
+          FROM gpu_activity GROUP BY rank, start_ns)
 )
 SELECT row_number() OVER (ORDER BY g.rank, g.b, g.a) AS gap_id, g.rank, g.step, g.a, g.b, n.launch_ns, n.pid, n.tid
 FROM gaps g JOIN next n ON n.rank = g.rank AND n.start_ns = g.b;
