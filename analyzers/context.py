@@ -29,11 +29,9 @@ class Context:
     def step_graphs(self) -> list:
         """The run's step graphs, one per step every rank has a window for (``step_graph.step_graphs``), built
         once for every check that reads them."""
-        if "graphs" not in self.shared:
-            from traceparse.vocabulary.step_graph import step_graphs
+        from traceparse.vocabulary.step_graph import graphs_once
 
-            self.shared["graphs"] = step_graphs(self.con)
-        return self.shared["graphs"]
+        return graphs_once(self.con, self.shared)
 
     def given(self, key) -> str:
         """Where the given value of ``key`` came from: 'stated' or 'metadata'."""

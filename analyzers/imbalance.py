@@ -86,14 +86,19 @@ SPEC = Spec(
         "out_split of its forward dispatch all-to-alls (of each pair of consecutive ep all-to-alls whose splits "
         "mirror each other, the first); hot_share = the hottest rank's rows / its EP group's rows. "
         "Cost (cost.per_step, cost.cause), by replay on the step graph (traceparse explain step_graph): per step, "
-        "for the ranks with the most excess (up to 3), saved_ns = the step's measured end - its end replayed with "
-        "that rank's work (per op name, and time in no op) at the median of its peers' (the other ranks of its "
-        "pipeline stage, else every other rank), ops its peers never run removed; share = saved_ns / the step's "
-        "length; kind = where the excess lies: work (ops its peers do not run, or more of them), slower (the same "
-        "ops each taking longer: its host or heavier inputs), stall (time in no op). cause = the rank that saves "
-        "the most, at least warn_straggler_share of the step, in a majority of the profiled steps (the one, with "
-        "one); saved_per_step_ns its mean over the steps, share its sum / the steps' lengths, steps_seen. Its own "
-        "work or a stall warns, and fails from fail_cost_share; slower is reported, not graded."
+        "for the ranks with the most excess (the 3 whose time exceeds their peers' most, summed with sign over op "
+        "names, and the one with the most compute floor beyond its peers'), saved_ns = the step's measured end - "
+        "its end replayed with that rank's work (per op name, and time in no op) at the median of its peers' (the "
+        "other ranks of its pipeline stage, else every other rank), ops its peers never run removed; share = "
+        "saved_ns / the step's length; kind = where the excess lies: work (its compute floor in the step beyond its "
+        "peers' median, at its own pace: x its ops' time / its floor), slower (the rest of its excess in ops: the "
+        "same ops each taking longer, its host), stall (time in no op), input (the data loader's ops). cause = the "
+        "rank that saves the most, at least warn_straggler_share of the step, in a majority of the profiled steps "
+        "(the one, with one) or in any step where its excess is its own work (a balanced job's ranks have the same "
+        "floor); saved_per_step_ns its mean over the steps, share its sum / the steps' lengths, steps_seen. Its own "
+        "work, a stall or its input warns, and fails from fail_cost_share; slower is reported, not graded. The "
+        "heavy stage's cost (heavy_stage_cost) is graded alike; where either is priced, the compute floor's "
+        "max/mean is reported, not graded."
     ),
     numerator="cost: the step's measured length - its length replayed with the rank's work at its peers' median; "
               "max over ranks of step time, compute floor (busy time where none); EP: the hottest rank's rows; "
@@ -511,7 +516,8 @@ def _cost(ctx) -> dict:
     """What each step's costliest ranks cost it by replay, and the rank that is a cause (savings.rank_costs): peers
     are the other ranks of its pipeline stage, else every other rank."""
     stage = {r["rank"]: r["stage"] for r in ctx.rows(sql_file("traceparse.vocabulary", "pp_stages.sql"))}
-    return savings.rank_costs(ctx.step_graphs, stage, ctx.limits["warn_straggler_share"])
+    return savings.rank_costs(ctx.step_graphs, stage, ctx.limits["warn_straggler_share"],
+                              compute.floor_per_window(ctx.con))
 
 
 def _cost_grade(limits, n) -> str:
@@ -533,16 +539,25 @@ def _cost_finding(n) -> str | None:
             f"{what}; its work at its peers' median would end the step that much sooner; seen {seen}.")
 
 
+def _priced(n) -> bool:
+    """Whether the replay priced the uneven compute (a rank's excess, a heavy stage): then that cost grades it, not
+    the compute floor's max/mean, which is reported."""
+    return n.get("cost") is not None or n.get("heavy_stage_cost") is not None
+
+
 def _status(limits, n) -> str:
-    """Step time when its spread is more than the step-to-step noise, the compute floor (busy time where there
-    is none) against max/mean; EP hot share vs fair; a named straggler warns (its stall stretches every rank's
-    step alike, so step time may not show it)."""
+    """Step time when its spread is more than the step-to-step noise; what the replay prices (a rank's excess, a
+    heavy stage's) by its share of the step, else the compute floor (busy time where there is none) against
+    max/mean; EP hot share vs fair; a named straggler warns (its stall stretches every rank's step alike, so step
+    time may not show it)."""
     warn, fail = limits["warn_max_over_mean"], limits["fail_max_over_mean"]
     compute = n["compute_floor"]["max_over_mean"] or n["compute"]["max_over_mean"]
     step = n["step_time_test"]
+    stage = n.get("heavy_stage_cost")
     return worst([
         grade(n["step_time"]["max_over_mean"], warn, fail) if step and step["p"] <= stats.ALPHA else "ok",
-        grade(compute, warn, fail),
+        "ok" if _priced(n) else grade(compute, warn, fail),
+        grade(stage["share"], limits["warn_straggler_share"], limits["fail_cost_share"]) if stage else "ok",
         grade(n["hot_over_fair"], limits["warn_hot_over_fair"], limits["fail_hot_over_fair"]),
         "ok" if n["straggler_rank"] is None else "warn",
         _cost_grade(limits, n),
@@ -596,7 +611,8 @@ def _findings(n, limits) -> list:
         top = max(n["per_rank"], key=lambda p: p["compute_floor_ns"] or 0)
         out.append(f"Compute differs across ranks: rank {top['rank']}'s compute floor is "
                    f"{ms(top['compute_floor_ns'])} per step, {floor:.2f}x the mean rank (max/mean): uneven work "
-                   f"per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens.")
+                   f"per rank, e.g. unbalanced pipeline stages, a causal mask or routed tokens"
+                   + ("; graded by what it costs the step by replay, not by this ratio." if _priced(n) else "."))
     elif busy is not None and busy >= stands_out:
         out.append(f"Compute busy time differs across ranks (max/mean {busy:.2f}) but the compute floor (the same "
                    f"ops at their fastest) does not: the ops were stretched unevenly (preemption or contention on "

@@ -40,6 +40,7 @@ def runs() -> dict[str, list[Path]]:
 def row(name: str, files: list[Path]) -> str:
     from traceparse.load.run import open_run
     from traceparse.store.query import rows, sql_file
+    from traceparse.vocabulary.compute import floor_per_window
     from traceparse.vocabulary.savings import rank_costs, strategy_costs
     from traceparse.vocabulary.step_graph import step_graphs
 
@@ -54,7 +55,8 @@ def row(name: str, files: list[Path]) -> str:
                                    for k in range(len(lane.times))])
         t2 = time.perf_counter()
         stage = {r["rank"]: r["stage"] for r in rows(con, sql_file("traceparse.vocabulary", "pp_stages.sql"))}
-        cost = rank_costs(graphs, stage, 0.05) if graphs and len(graphs[0].windows) > 1 else None
+        cost = rank_costs(graphs, stage, 0.05, floor_per_window(con)) if graphs and len(graphs[0].windows) > 1 \
+            else None
         t3 = time.perf_counter()
         hidden = strategy_costs(graphs, sorted({d["strategy"] for d in graphs[0].ctx["by_op"].values()})) \
             if graphs else {}

@@ -13,6 +13,7 @@ from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, i
 from traceparse.vocabulary.critical_path import critical_path_section
 from traceparse.document.causes import causes
 from traceparse.document.gpu import clipped_streams, gpu_section
+from traceparse.vocabulary.step_graph import graphs_once
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
 
@@ -59,9 +60,9 @@ def document(con, top=10, stated=None) -> dict:
     from traceparse.analyzers import run_checks
 
     lay, values, sources = _layout_sections(con, stated or {})
-    path = critical_path_section(con)
-    checks = {cid: r.document() for cid, r in run_checks(con, lay["layout"], values, sources, path).items()}
-    gpu = gpu_section(con)
+    path, shared = critical_path_section(con), {}
+    checks = {cid: r.document() for cid, r in run_checks(con, lay["layout"], values, sources, path, shared).items()}
+    gpu = gpu_section(con, lambda: graphs_once(con, shared))
     return _plain({
         "version": VERSION,
         "run": run_info(con),
@@ -70,7 +71,7 @@ def document(con, top=10, stated=None) -> dict:
         "collectives": collectives(con),
         "untagged": untagged(con),
         "checks": checks,
-        "causes": causes(checks),
+        "causes": causes(checks, gpu),
         "summary": summary(con, top),
         "gpu": gpu,
         "critical_path": path,

@@ -94,6 +94,16 @@ METRICS = {
         "per rank, step and cause: idle_ns and share = idle_ns / the step's span_ns; ops: the op names that took "
         "most of it (up to 3)",
     ),
+    "gpu.host_cost": (
+        "What the GPUs' waits on their hosts cost the step, by replay",
+        "the step graph (traceparse explain step_graph) replayed with the launching thread's time in every host "
+        "wait of gpu.idle_causes (from the moment a GPU went idle, a, to the launch of its next activity, "
+        "min(L, b)) taken as nothing, so each launch comes when its GPU went idle; saved_ns = the step's measured "
+        "end - its replayed end, per profiled step (per_step); cause = the host cause that kept the GPUs idle "
+        "longest. The section warns from rules/thresholds.toml [gpu] cause_share of the step and fails from "
+        "fail_cost_share",
+        "saved_per_step_ns: the mean over the profiled steps; share: the savings / the steps' total length",
+    ),
     "gpu.launch": (
         "Kernel launches: delay, outliers, launch-bound kernels",
         "per rank over HTA's window, every GPU activity whose launching call is in the trace (any runtime or "
@@ -337,14 +347,17 @@ METRICS = {
         "ns per rank per step; lower is better",
     ),
     "cost": (
-        "What a cause costs a step, by replay: cost.rank, cost.<strategy>",
+        "What a cause costs a step, by replay: cost.rank, cost.cause, cost.stage, cost.<strategy>",
         "cost.rank: per profiled step, the largest saving of any rank's work at its peers' median (imbalance.cost."
         "per_step; traceparse explain step_graph), as a share of the step, of the kinds the imbalance check grades "
-        "(its own work, a stall; not slower, the same ops taking longer: its host); the value is their mean, 0 in "
-        "a step where no such excess saves anything. cost.<strategy>: overlap.per_strategy[<strategy>].cost.share, what "
+        "(its own work, a stall, its input; not slower, the same ops taking longer: its host); the value is their "
+        "mean, 0 in a step where no such excess saves anything. cost.cause: imbalance.cost.cause.share, the rank "
+        "the check names as a cause (of a graded kind; 0 when none). cost.stage: imbalance.heavy_stage_cost.share "
+        "(0 when no stage is heavy). cost.<strategy>: overlap.per_strategy[<strategy>].cost.share, what "
         "hiding the strategy's communication saves, per step as samples",
         "fraction of the step; lower is better: traceparse compare gates a cause that appears or grows by more than "
-        "its threshold (0.05, the checks' warn share) beyond the step-to-step variation",
+        "its threshold (0.05, the checks' warn share) beyond the step-to-step variation; a named cause (cost.cause, "
+        "cost.stage) by its growth alone, the check having weighed its evidence",
     ),
     "volume": (
         "Communication volume per strategy: volume.<strategy> (volume (notes' count: all-reduce 2x))",

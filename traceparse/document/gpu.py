@@ -1,13 +1,16 @@
 """The GPU side of each step (the analyze document's ``gpu`` section): where each GPU's time went (computing, other
 work, idle), why it was idle (HTA's categories per stream, and the host-side cause per step), how its work was
 launched and queued. Every number selects from ``vocabulary/gpu_time.sql`` over the store's ``gpu_activity``;
-``traceparse explain gpu.temporal`` (and gpu.idle, gpu.idle_causes, gpu.launch, gpu.queue) defines each.
+``traceparse explain gpu.temporal`` (and gpu.idle, gpu.idle_causes, gpu.host_cost, gpu.launch, gpu.queue) defines
+each.
 """
 
 import math
 
 from traceparse.store.query import rows, sql_file
 from traceparse.thresholds import check_thresholds
+from traceparse.units import ms
+from traceparse.vocabulary import savings
 
 HOST_CAUSES = ("dataloader", "optimizer", "synchronize", "communication", "cpu_op", "python")
 CAUSE_WORDS = {
@@ -21,13 +24,14 @@ DELAY_OUTLIER_NS = 100_000  # HTA's launch_delay_cutoff default, 100 us
 RUNTIME_OUTLIER_NS = 50_000  # HTA's runtime_cutoff default, 50 us
 
 
-def gpu_section(con) -> dict:
-    """``{status, reason?, temporal, idle, idle_causes, launch, queue, findings}``; not_applicable on CPU-only
-    runs."""
+def gpu_section(con, graphs=None) -> dict:
+    """``{status, reason?, temporal, idle, idle_causes, host_cost, launch, queue, findings}``; not_applicable on
+    CPU-only runs. ``graphs()``: the run's step graphs (step_graph.step_graphs, built once per document), to price
+    the GPUs' waits on their hosts by replay (``host_cost``; None without it)."""
     if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
         return {"status": "not_applicable",
                 "reason": "no GPU kernel, memcpy or memset in the traces (a CPU-only run)", "findings": []}
-    for name in ("hta_window.sql", "gpu_time.sql"):
+    for name in ("host_cause.sql", "hta_window.sql", "gpu_time.sql"):
         con.execute(sql_file("traceparse.vocabulary", name))
     temporal = rows(con, """
         SELECT rank, step, scope, span_ns, idle_ns, compute_ns, non_compute_ns,
@@ -37,11 +41,18 @@ def gpu_section(con) -> dict:
     causes = _causes(con)
     limits = check_thresholds()["gpu"]
     findings = _findings(temporal, causes, limits["cause_share"])
+    host = _host_cost(con, graphs, causes)
+    share = (host or {}).get("share") or 0
+    if share >= limits["cause_share"]:
+        findings.append(f"By replay, the GPUs' waits on their hosts cost the step {ms(host['saved_per_step_ns'])} "
+                        f"({share:.0%}): launched when the GPU went idle, each step would end that much sooner "
+                        f"(mostly {CAUSE_WORDS[host['cause']]})")
     return {
-        "status": "warn" if findings else "ok",
+        "status": "fail" if share >= limits["fail_cost_share"] else "warn" if findings else "ok",
         "temporal": temporal,
         "idle": rows(con, "SELECT * FROM gpu_stream_idle ORDER BY rank, stream"),
         "idle_causes": causes,
+        "host_cost": host,
         "launch": _launch(con),
         "queue": rows(con, """
             SELECT rank, stream, max_length, round(mean_length, 3) AS mean_length, span_ns, dry_ns,
@@ -86,6 +97,25 @@ def _causes(con) -> list[dict]:
         r["side"] = "host" if r["cause"] in HOST_CAUSES else r["cause"]
         r["ops"] = r["ops"] or []
     return found
+
+
+def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
+    """What the GPUs' waits on their hosts cost the steps by replay (savings.host_wait_cost over gpu_gaps: from the
+    moment a GPU went idle to the launch of its next activity, on the launching thread), with the host cause that
+    kept them idle longest; None without step graphs or host waits."""
+    waits = {}
+    for r, tid, a, h in con.execute("""SELECT rank, tid, a, least(launch_ns, b) FROM gpu_gaps
+                                       WHERE launch_ns > a AND tid IS NOT NULL ORDER BY rank, tid, a, b""").fetchall():
+        waits.setdefault((r, tid), []).append((a, h))
+    gs = graphs() if graphs is not None and waits else None
+    if not gs:
+        return None
+    by_cause = {}
+    for c in causes:
+        if c["side"] == "host":
+            by_cause[c["cause"]] = by_cause.get(c["cause"], 0) + c["idle_ns"]
+    return {**savings.host_wait_cost(gs, waits),
+            "cause": max(sorted(by_cause), key=by_cause.get) if by_cause else None}
 
 
 def _launch(con) -> list[dict]:

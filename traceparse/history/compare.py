@@ -35,6 +35,7 @@ STRETCH = "imbalance.stretch"  # host contention: explains a slower step, never 
 CONTENDED = ("step_time", "exposed_comm")  # what host contention stretches
 CAUSES = "cost"  # what a cause costs a step by replay
 SLOW_RANK = "cost.rank"  # a rank's excess: gated when it grows in every step, whatever the p-value
+NAMED = ("cost.cause", "cost.stage")  # a cause the check names on its own evidence: gated by its saving alone
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
                             f"; beyond the step-to-step variation (p = {noise['p']:.2g})" if row["regressed"] else
                             f", but within the step-to-step variation (p = {noise['p']:.2g} over "
                             f"{len(b.samples)} and {len(n.samples)} steps): not gated")
-        contended = m.group in CONTENDED or (m.group == CAUSES and m.id != SLOW_RANK)
+        contended = m.group in CONTENDED or (m.group == CAUSES and m.id not in (SLOW_RANK, *NAMED))
         busier = _busier(base, new, limit) if row["regressed"] and contended else None
         if busier:
             row["regressed"], row["note"] = False, row["note"] + f"; {busier}: not gated"

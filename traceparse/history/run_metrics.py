@@ -11,9 +11,12 @@ Groups and ids:
   rank (named only when conclusive); ``imbalance.stretch``: compute busy time / compute floor over the ranks, how
   much longer the ops ran than at their fastest (host contention; reported, never gated)
 - ``cost.rank``: what the costliest rank costs a step by replay, a share of the step (imbalance.cost: per step the
-  largest saving of a rank's work at its peers' median, of an excess the check grades: its own work or a stall, not
-  the same ops taking longer, its host's; 0 where none saves anything); ``cost.<strategy>``: what
-  hiding the strategy's communication saves a step by replay, a share (overlap.per_strategy[].cost)
+  largest saving of a rank's work at its peers' median, of an excess the check grades: its own work, a stall or its
+  input, not the same ops taking longer, its host's; 0 where none saves anything); ``cost.cause``: the share of the
+  rank the imbalance check names as a cause (imbalance.cost.cause, of a graded kind; 0 when none);
+  ``cost.stage``: what the heavy pipeline stage costs (imbalance.heavy_stage_cost; 0 when none is heavy);
+  ``cost.<strategy>``: what hiding the strategy's communication saves a step by replay, a share
+  (overlap.per_strategy[].cost)
 - ``volume.<strategy>``: communication volume per rank per step in the notes' count (all-reduce 2x the size),
   comm_volume.per_strategy[].measured_volume_bytes; not the collectives' input bytes. Formerly ``bytes.<strategy>``:
   ``current_id`` maps the old ids and group (histories, thresholds) to the new ones
@@ -156,7 +159,7 @@ def _imbalance(doc):
                  sum(r["compute_floor_ns"] for r in rows) if rows else None, "ratio", None)
 
 
-GRADED_KINDS = ("work", "stall")  # a rank's excess the imbalance check grades: not "slower" (its host, reported)
+GRADED_KINDS = ("work", "stall", "input")  # a rank's excess the imbalance check grades: not "slower" (its host, reported)
 
 
 def _cost(doc):
@@ -166,6 +169,14 @@ def _cost(doc):
     shares = tuple(max((r["share"] or 0 for r in s["ranks"].values() if r["kind"] in GRADED_KINDS), default=0.0)
                    for s in steps)
     yield Metric("cost.rank", "cost", sum(shares) / len(shares) if shares else None, "fraction", "lower", shares)
+    imb = doc["checks"]["imbalance"]
+    if imb.get("cost") is not None:  # the named causes: judged by the check's own evidence, so without samples
+        cause = imb["cost"].get("cause")
+        yield Metric("cost.cause", "cost", cause["share"] if cause and cause["kind"] in GRADED_KINDS else 0.0,
+                     "fraction", "lower")
+    if imb.get("pp_stages"):
+        yield Metric("cost.stage", "cost", (imb.get("heavy_stage_cost") or {}).get("share") or 0.0, "fraction",
+                     "lower")
     for s, v in sorted((doc["checks"]["overlap"].get("per_strategy") or {}).items()):
         cost = v.get("cost")
         if cost:

@@ -394,11 +394,12 @@ VOCABULARY = {
         ],
     ),
     "op_self_times": (
-        "Vocabulary: per rank, per CPU op name and recorded input shapes, its instances among the rank's in-window "
-        "cpu_op compute_intervals and the shortest self time of one (its length minus that of the compute ops "
-        "nested right inside it). The compute floor (vocabulary/compute_floor.sql) takes the shortest over ranks.",
+        "Vocabulary: per rank, step window and CPU op name and recorded input shapes, its instances among the rank's "
+        "in-window cpu_op compute_intervals and the shortest self time of one (its length minus that of the compute "
+        "ops nested right inside it). The compute floor (vocabulary/compute_floor.sql) takes the shortest over ranks.",
         [
             ("rank", "INTEGER", "rank"),
+            ("step", "BIGINT", "the step window (step_windows.step; NULL: the whole-trace window)"),
             ("name", "VARCHAR", "the op's name"),
             ("dims", "VARCHAR", "its recorded input shapes (op_args.input_dims), NULL when not recorded"),
             ("n", "BIGINT", "instances"),

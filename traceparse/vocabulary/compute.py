@@ -8,7 +8,7 @@ checks state the same compute and name the same heavy stage.
 import statistics
 from collections import defaultdict
 
-from traceparse.store.query import sql_file
+from traceparse.store.query import rows, sql_file
 
 
 def per_window(ctx) -> dict:
@@ -24,11 +24,19 @@ def mean_per_rank(windows: dict) -> dict:
     return {rank: statistics.fmean(v) for rank, v in by_rank.items()}
 
 
+def floor_per_window(con) -> dict:
+    """{(rank, step): compute floor of the step window} of the ranks with CPU ops (compute_floor.sql)."""
+    return {(r["rank"], r["step"]): r["floor_ns"] for r in rows(con, sql_file(__package__, "compute_floor.sql"))}
+
+
 def floor_per_rank(ctx, compute: dict) -> dict:
-    """{rank: compute floor per step window}; a GPU rank's floor is its compute (kernel time is not
-    stretched by host contention)."""
+    """{rank: compute floor per step window (the mean over its windows)}; a GPU rank's floor is its compute (kernel
+    time is not stretched by host contention)."""
     floor = dict(compute)
-    floor.update({r["rank"]: r["floor_ns"] for r in ctx.rows(sql_file(__package__, "compute_floor.sql"))})
+    by_rank = defaultdict(list)
+    for (rank, _), ns in floor_per_window(ctx.con).items():
+        by_rank[rank].append(ns)
+    floor.update({rank: statistics.fmean(v) for rank, v in by_rank.items()})
     return floor
 
 

@@ -113,18 +113,6 @@ SELECT g.rank, g.stream,
        CASE WHEN c.rank IS NULL THEN idle_ns ELSE free_idle_ns END AS idle_ns
 FROM gpu_stream_gaps g LEFT JOIN gpu_stream_clipped c ON c.rank = g.rank AND c.stream = g.stream;
 
--- The cause a host-side op names: what the launching thread was doing while the GPU waited for it.
-CREATE OR REPLACE TEMP MACRO host_cause(n) AS (
-    CASE
-        WHEN n IS NULL THEN 'python'
-        WHEN regexp_matches(n, '(?i)dataloader') THEN 'dataloader'
-        WHEN regexp_matches(n, '^Optimizer\.') THEN 'optimizer'
-        WHEN regexp_matches(n, '(?i)synchronize|^aten::(item|_local_scalar_dense)$') THEN 'synchronize'
-        WHEN is_comm_call(n) THEN 'communication'
-        ELSE 'cpu_op'
-    END
-);
-
 -- Each moment of a step's span when no stream of the GPU is busy (a gap between busy pieces), with the activity
 -- that ends it and the call that launched that activity.
 CREATE OR REPLACE TEMP TABLE gpu_gaps AS

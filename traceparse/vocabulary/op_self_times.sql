@@ -1,10 +1,10 @@
--- op_self_times: per rank, per (op name, recorded input shapes), the in-window cpu_op compute intervals and the
--- shortest self time of one: its length minus its direct children's (the compute ops nested right inside it: on
+-- op_self_times: per rank, step window and (op name, recorded input shapes), the in-window cpu_op compute intervals
+-- and the shortest self time of one: its length minus its direct children's (the compute ops nested right inside it: on
 -- one thread events nest). Per rank: run in the task that parsed the rank, over its placed_intervals
 -- (interval_geometry.sql: compute_intervals before the tags). compute_floor.sql takes the shortest over ranks.
 INSERT INTO op_self_times
 WITH c AS (
-    SELECT c.rank, c.ev_id, c.name, a.input_dims AS dims, c.start_ns AS s, c.end_ns AS e
+    SELECT c.rank, c.step, c.ev_id, c.name, a.input_dims AS dims, c.start_ns AS s, c.end_ns AS e
     FROM placed_intervals c LEFT JOIN op_args a ON a.rank = c.rank AND a.ev_id = c.ev_id
     WHERE c.kind = 'compute' AND c.end_ns > c.start_ns AND c.in_window AND c.part = 'cpu_op'
 ),
@@ -29,6 +29,6 @@ children AS (
     FROM parent p JOIN c k ON k.rank = p.rank AND k.ev_id = p.ev_id
     GROUP BY ALL
 )
-SELECT c.rank, c.name, c.dims, count(*), min((c.e - c.s) - coalesce(ch.ns, 0))
+SELECT c.rank, c.step, c.name, c.dims, count(*), min((c.e - c.s) - coalesce(ch.ns, 0))
 FROM c LEFT JOIN children ch ON ch.rank = c.rank AND ch.ev_id = c.ev_id
 GROUP BY ALL;

@@ -6,8 +6,10 @@ A rank's excess (the ByteDance what-if method: each op at the median of the same
 stretch of the rank, per op name, scaled down to the median over its peers (the other ranks of its pipeline stage,
 else every other rank) of their total time in that op in the step; time in ops its peers never run, removed; time
 in no op (a sleep, a stall, Python between ops), down to the peers' median. Its kind is where the excess lies:
-``work`` (more ops than its peers, or ops they do not run), ``slower`` (the same ops, each taking longer: its host,
-or heavier inputs), ``stall`` (time in no op).
+``work`` (its own work: more ops than its peers, or heavier ones: its compute floor in the step, the same ops at
+their fastest, beyond its peers' median, at its own pace, its ops' time over its floor), ``slower`` (the rest of its
+excess in ops: the same ops, each taking longer, its host), ``stall`` (time in no op), ``input`` (in the data
+loader's ops: host_cause.sql).
 
 A strategy's communication hidden (``hidden_cost``, what the overlap check grades): each of its operations' transfer,
 from its release to its completion, replayed as nothing. A heavy pipeline stage (``stage_cost``): its ranks' ops
@@ -16,6 +18,7 @@ at the stages' mean compute.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 
@@ -67,25 +70,55 @@ def _peers(graph, rank: int, peers: list[int]) -> list[int]:
     return [p for p in peers if p != rank and p in graph.windows] if rank in graph.windows else []
 
 
-def rank_excess(graph, rank: int, peers: list[int]) -> dict | None:
+def rank_excess(graph, rank: int, peers: list[int], floor: dict | None = None) -> dict | None:
     """The step saved by running rank ``rank``'s work as its ``peers`` do: ``{saved_ns, share, kind, excess_ns}``,
-    None without peers."""
+    None without peers. ``floor``: {(rank, step): compute floor of the window} (compute.floor_per_window), which
+    tells its own work from the same ops taking longer on CPU lanes; without it (GPU lanes), an op its peers run
+    fewer times (or never) is its work, one they run as often is slower."""
     peers = _peers(graph, rank, peers)
     if not peers:
         return None
-    factor, excess = {}, defaultdict(int)
+    more = _floor_excess(floor or {}, graph.step, rank, peers)
+    factor, excess, in_ops = {}, defaultdict(int), 0
     for key, (ns, n, med, med_n) in _beyond_peers(graph, rank, peers).items():
         factor[key] = med / ns
-        kind = "stall" if key[1] is None else "work" if med == 0 or n > med_n else "slower"
-        excess[kind] += ns - med
+        if key[1] is None:
+            excess["stall"] += ns - med
+        elif key[1] in graph.ctx["input"]:
+            excess["input"] += ns - med
+        elif key[0] == "cpu" and more is not None:
+            in_ops += ns - med
+        else:
+            excess["work" if med == 0 or n > med_n else "slower"] += ns - med
+    if in_ops:  # its extra floor at its own pace is its work; the rest, its ops running slower than its peers'
+        work = min(in_ops, round(more * _stretch(graph, rank, floor[(rank, graph.step)])))
+        excess["work"] += work
+        excess["slower"] += in_ops - work
     if not factor:
         return {"saved_ns": 0, "share": 0.0, "kind": None, "excess_ns": 0}
 
-    def scale(r, lane_key, name):
+    def scale(r, lane_key, name, *_):
         return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
 
     return {**_saved(graph, graph.replay(scale)), "kind": max(excess, key=excess.get),
             "excess_ns": sum(excess.values())}
+
+
+def _floor_excess(floor: dict, step, rank: int, peers: list[int]) -> int | None:
+    """How much more compute floor rank ``rank`` has in the step than its peers' median (0 when less), None when
+    unknown for any of them."""
+    got = [floor.get((r, step)) for r in [rank, *peers]]
+    if not peers or any(v is None for v in got):
+        return None
+    return max(0, round(got[0] - statistics.median(got[1:])))
+
+
+def _stretch(graph, rank: int, floor_ns: int) -> float:
+    """How much longer rank ``rank``'s CPU ops ran in the step than its compute floor (the same ops at their
+    fastest), at least 1: the pace its own extra work ran at."""
+    ops = sum(ns for (lane, name), (ns, _) in work_by_name(graph, rank).items()
+              if lane == "cpu" and name is not None and name not in graph.ctx["input"])
+    return max(1.0, ops / floor_ns) if floor_ns else 1.0
 
 
 def _saved(graph, replayed: dict) -> dict:
@@ -96,37 +129,49 @@ def _saved(graph, replayed: dict) -> dict:
     return {"saved_ns": saved, "share": round(saved / length, 4) if length > 0 else None}
 
 
-CANDIDATES = 3  # the ranks of a step with the most excess that are replayed (the others' excess is smaller)
+CANDIDATES = 3  # the ranks of a step with the most excess that are replayed, with the one with the most floor excess
 KINDS = {
-    "work": "its own work (ops its peers do not run, or more of them)",
+    "work": "its own work (more ops than its peers, or heavier ones: more compute floor)",
     "slower": "the same ops as its peers, each taking longer (its host: contention or a slower device; or heavier "
               "inputs)",
     "stall": "time in no op (a sleep, garbage collection, a synchronization, Python between ops)",
+    "input": "its input: longer in the data loader than its peers",
 }
+STRUCTURAL = ("work",)  # an excess no balanced job shows by chance: a cause seen in one step is named
 
 
-def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
+def rank_costs(graphs: list, group_of: dict, material: float, floor: dict | None = None) -> dict:
     """What each step's most costly ranks cost it, and the rank that costs the steps most when it is a cause:
-    ``{"per_step": [{step, ranks: {rank: {saved_ns, share, kind}}}], "cause": {...} | None}``. A rank is the cause
-    when, in a majority of the profiled steps (in the one, with one), it is the rank whose excess the replay finds
-    costs the step most, at least ``material`` of it; ``group_of``: rank -> its peers' key (pipeline stage)."""
+    ``{"per_step": [{step, ranks: {rank: {saved_ns, share, kind}}}], "cause": {...} | None}``. A rank leads a step
+    when the replay finds its excess costs the step most, at least ``material`` of it. It is the cause when it leads
+    a majority of the profiled steps (the one, with one), or any step where its excess is its own work
+    (``STRUCTURAL``: a balanced job's ranks run the same ops, so no chance gives one more compute floor than its
+    peers); of several, the one that saves the most over the steps. ``group_of``: rank -> its peers' key (pipeline
+    stage); ``floor``: compute.floor_per_window."""
     per_step, lead = [], {}
     for g in graphs:
         members = {}
         for r in g.windows:
             members.setdefault(group_of.get(r), []).append(r)
         ranked = sorted(g.windows, key=lambda r: (-_excess(g, r, members[group_of.get(r)]), r))[:CANDIDATES]
-        got = {r: rank_excess(g, r, members[group_of.get(r)]) for r in ranked}
+        heavier = {r: _floor_excess(floor or {}, g.step, r, _peers(g, r, members[group_of.get(r)])) for r in g.windows}
+        heavier = {r: v for r, v in heavier.items() if v}  # a rank whose own work exceeds its peers' is replayed too
+        ranked += [r for r in sorted(heavier, key=lambda r: (-heavier[r], r))[:1] if r not in ranked]
+        got = {r: rank_excess(g, r, members[group_of.get(r)], floor) for r in ranked}
         got = {r: v for r, v in got.items() if v is not None and v["saved_ns"] > 0}
         per_step.append({"step": g.step, "ranks": {str(r): v for r, v in sorted(got.items())}})
         if got:
             top = max(got, key=lambda r: (got[r]["saved_ns"], -r))
             if (got[top]["share"] or 0) >= material:
-                lead[g.step] = top
-    counts = {}
-    for r in lead.values():
-        counts[r] = counts.get(r, 0) + 1
-    named = [r for r, c in counts.items() if 2 * c > len(graphs)]
+                lead[g.step] = (top, got[top]["kind"])
+    counts, structural = defaultdict(int), set()
+    for r, kind in lead.values():
+        counts[r] += 1
+        if kind in STRUCTURAL:
+            structural.add(r)
+    saved_by = {r: sum(s["ranks"][str(r)]["saved_ns"] for s in per_step if str(r) in s["ranks"]) for r in counts}
+    named = sorted((r for r in counts if 2 * counts[r] > len(graphs) or r in structural),
+                   key=lambda r: (-saved_by[r], r))
     if not named:
         return {"per_step": per_step, "cause": None}
     rank = named[0]
@@ -145,10 +190,15 @@ def rank_costs(graphs: list, group_of: dict, material: float) -> dict:
 
 
 def _excess(graph, rank: int, peers: list[int]) -> int:
-    """Rank ``rank``'s work beyond its peers' median (what ``rank_excess`` would take away), 0 without peers: which
-    ranks are worth a replay."""
+    """Rank ``rank``'s time in the step beyond its peers', 0 without peers: its work less its peers' median, summed
+    over its work stretches' names with sign (what a rank does less of offsets what it does more of, so that the
+    step-to-step jitter of every op does not add up), which ranks are worth a replay."""
     peers = _peers(graph, rank, peers)
-    return sum(ns - med for ns, _, med, _ in _beyond_peers(graph, rank, peers).values()) if peers else 0
+    if not peers:
+        return 0
+    own, theirs = work_by_name(graph, rank), [work_by_name(graph, p) for p in peers]
+    keys = set(own).union(*theirs)
+    return sum(own.get(k, (0, 0))[0] - statistics.median(t.get(k, (0, 0))[0] for t in theirs) for k in keys)
 
 
 def hidden_cost(graph, strategy: str) -> dict:
@@ -167,10 +217,32 @@ def strategy_costs(graphs: list, strategies) -> dict:
 def stage_cost(graphs: list, ranks, factor: float) -> dict:
     """What a heavy pipeline stage costs each profiled step: the ops of its ``ranks`` replayed at ``factor`` of
     their measured time (the stages' mean compute floor / the stage's), time in no op as it was; ``over_steps``."""
-    def scale(r, _lane_key, name):
+    def scale(r, _lane_key, name, *_):
         return factor if r in ranks and name is not None else 1.0
 
     return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+
+
+def host_wait_cost(graphs: list, waits: dict) -> dict:
+    """What the GPUs' waits on their hosts cost each profiled step: the launching threads' time while their GPU sat
+    idle waiting for the next launch (``waits``: {(rank, thread): sorted disjoint [(start, launch)]}, gpu_time.sql
+    gpu_gaps) replayed as nothing, so each launch comes when the GPU went idle; ``over_steps``."""
+    starts = {k: [a for a, _ in v] for k, v in waits.items()}
+
+    def scale(r, lane_key, _name, s, e):
+        got = waits.get((r, lane_key[1])) if lane_key[0] == "cpu" and e > s else None
+        return 1.0 - _overlap(got, starts[(r, lane_key[1])], s, e) / (e - s) if got else 1.0
+
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+
+
+def _overlap(intervals: list, starts: list, s: int, e: int) -> int:
+    """How much of [s, e] the sorted disjoint ``intervals`` cover."""
+    i, got = max(0, bisect.bisect_right(starts, s) - 1), 0
+    while i < len(intervals) and intervals[i][0] < e:
+        got += max(0, min(e, intervals[i][1]) - max(s, intervals[i][0]))
+        i += 1
+    return got
 
 
 def over_steps(graphs: list, saving) -> dict:

@@ -26,7 +26,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from traceparse.store.query import rows
+from traceparse.store.query import rows, sql_file
 from traceparse.vocabulary.critical_path import graph_tables, latest, own_gap, rank_rows
 
 WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
@@ -205,7 +205,8 @@ class StepGraph:
     # --- replaying ------------------------------------------------------------------------------------------------
 
     def replay(self, scale=None, transfer=None) -> dict:
-        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name)`` and each
+        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name, start, end)``
+        (the stretch's measured bounds) and each
         communication operation's transfer (from its release to its completion) by ``transfer(operation)`` (its
         ``cp_completions`` row; None: measured). Returns ``{"end_ns": the step's replayed end, "ranks": {rank:
         replayed window end}}``."""
@@ -342,7 +343,7 @@ class StepGraph:
         if kind == INSIDE:
             return prev + (t - prev_t)
         if kind == WORK or dep is None:
-            f = self.scale(ln.rank, ln.key, ln.names[i]) if self.scale else 1.0
+            f = self.scale(ln.rank, ln.key, ln.names[i], prev_t, t) if self.scale else 1.0
             return prev + round((t - prev_t) * f)
         got, measured = self._dep_time(dep)  # a wait or a communication kernel: after what it waited for
         tail = max(0, t - max(prev_t, measured))
@@ -357,7 +358,7 @@ class StepGraph:
             return t
         base = lane.out[j] if lane.out[j] is not None else self._value(lane, j)
         if j + 1 < len(lane.times) and lane.kinds[j + 1] == WORK and self.scale:
-            f = self.scale(lane.rank, lane.key, lane.names[j + 1])
+            f = self.scale(lane.rank, lane.key, lane.names[j + 1], lane.times[j], lane.times[j + 1])
             return base + round((t - lane.times[j]) * f)
         return base + (t - lane.times[j])
 
@@ -391,6 +392,10 @@ def context(con) -> dict:
             if d["match_key"] is not None:
                 ctx["members"][d["match_key"]].append(d)
         ctx["done"][r] = done
+    con.execute(sql_file("traceparse.vocabulary", "host_cause.sql"))
+    names = sorted({o["name"] for ops in ctx["ops"].values() for o in ops if o["name"] is not None})
+    ctx["input"] = {n for (n,) in con.execute("SELECT n FROM unnest(?::VARCHAR[]) t(n) WHERE host_cause(n) = "
+                                              "'dataloader'", [names]).fetchall()}
     return ctx
 
 
@@ -405,3 +410,11 @@ def step_graphs(con) -> list[StepGraph]:
     ctx = context(con)
     return [StepGraph(con, s, w, ctx) for s, w in sorted(windows.items(), key=lambda kv: (kv[0] is None, kv[0]))
             if len(w) == n]
+
+
+def graphs_once(con, shared: dict) -> list[StepGraph]:
+    """The run's step graphs (``step_graphs``), built once per ``shared`` dict: every check of a document and its
+    GPU section read the same ones."""
+    if "graphs" not in shared:
+        shared["graphs"] = step_graphs(con)
+    return shared["graphs"]
