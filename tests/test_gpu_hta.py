@@ -108,12 +108,11 @@ def test_idle_breakdown_within_one_percent(hta, ours, label):
 
 def _launch_subset(label) -> dict:
     """{rank: HTA's launch statistics} computed from traceparse's gpu_launches, on HTA's launch calls only."""
+    from traceparse.document.gpu import gpu_tables
     from traceparse.load.run import open_run
-    from traceparse.store.query import sql_file
 
     with open_run([str(p) for p in _paths(label)]) as con:
-        for name in ("hta_window.sql", "gpu_time.sql"):
-            con.execute(sql_file("traceparse.vocabulary", name))
+        gpu_tables(con)
         got = con.execute(f"""
             SELECT l.rank, count(*), count(*) FILTER (WHERE gpu_ns < cpu_ns), count(*) FILTER (WHERE cpu_ns > 50000),
                    count(*) FILTER (WHERE delay_ns > 100000)

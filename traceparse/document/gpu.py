@@ -31,8 +31,7 @@ def gpu_section(con, graphs=None) -> dict:
     if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
         return {"status": "not_applicable",
                 "reason": "no GPU kernel, memcpy or memset in the traces (a CPU-only run)", "findings": []}
-    for name in ("host_cause.sql", "hta_window.sql", "gpu_time.sql"):
-        con.execute(sql_file("traceparse.vocabulary", name))
+    gpu_tables(con)
     temporal = rows(con, """
         SELECT rank, step, scope, span_ns, idle_ns, compute_ns, non_compute_ns,
                round(idle_ns / nullif(span_ns, 0), 4) AS idle, round(compute_ns / nullif(span_ns, 0), 4) AS compute,
@@ -44,9 +43,11 @@ def gpu_section(con, graphs=None) -> dict:
     host = _host_cost(con, graphs, causes)
     share = (host or {}).get("share") or 0
     if share >= limits["cause_share"]:
-        findings.append(f"By replay, the GPUs' waits on their hosts cost the step {ms(host['saved_per_step_ns'])} "
-                        f"({share:.0%}): launched when the GPU went idle, each step would end that much sooner "
-                        f"(mostly {CAUSE_WORDS[host['cause']]})")
+        whole = all(p["step"] is None for p in host["per_step"])  # a trace without ProfilerStep#N: one span
+        findings.append(f"By replay, the GPUs' waits on their hosts cost {'the trace' if whole else 'the step'} "
+                        f"{ms(host['saved_per_step_ns'])} ({share:.0%}): launched when the GPU went idle, "
+                        f"{'it' if whole else 'each step'} would end that much sooner"
+                        + (f" (mostly {CAUSE_WORDS[host['cause']]})" if host["cause"] else ""))
     return {
         "status": "fail" if share >= limits["fail_cost_share"] else "warn" if findings else "ok",
         "temporal": temporal,
@@ -97,6 +98,12 @@ def _causes(con) -> list[dict]:
         r["side"] = "host" if r["cause"] in HOST_CAUSES else r["cause"]
         r["ops"] = r["ops"] or []
     return found
+
+
+def gpu_tables(con):
+    """The GPU vocabulary's tables and macros (gpu_time.sql after what it reads: host_cause.sql, hta_window.sql)."""
+    for name in ("host_cause.sql", "hta_window.sql", "gpu_time.sql"):
+        con.execute(sql_file("traceparse.vocabulary", name))
 
 
 def _host_cost(con, graphs, causes: list[dict]) -> dict | None:

@@ -62,8 +62,8 @@ def metric_ids() -> list[str]:
     overlap = (*TAGGED, "untagged")
     return [*(f"layout.{k}" for k in LAYOUT_KEYS), "step_time.mean", "step_time.p95",
             *(f"exposed_comm.{s}" for s in overlap), "bubble", *(f"overlap.{s}" for s in overlap),
-            "imbalance.max_over_mean", "imbalance.straggler", "imbalance.stretch", "cost.rank",
-            *(f"cost.{s}" for s in overlap), *(f"volume.{s}" for s in TAGGED)]
+            "imbalance.max_over_mean", "imbalance.straggler", "imbalance.stretch", "cost.rank", "cost.cause",
+            "cost.stage", *(f"cost.{s}" for s in overlap), *(f"volume.{s}" for s in TAGGED)]
 
 
 def per_step_id(metric_id: str) -> str:
