@@ -47,3 +47,12 @@ def grade(value, warn, fail, higher_is_worse=True) -> str:
     if higher_is_worse:
         return "fail" if value >= fail else "warn" if value >= warn else "ok"
     return "fail" if value <= fail else "warn" if value <= warn else "ok"
+
+
+INLINE_P2P = "on gloo, send/recv run inline on the calling thread, so nothing can hide them"
+
+
+def inline_p2p(ranks, gpu_ranks) -> str | None:
+    """Why the point-to-point communication of ``ranks`` cannot be hidden in this setup (INLINE_P2P): one of them
+    runs no GPU work, so its send/recv run inline on the calling thread; None when every one is a GPU rank."""
+    return INLINE_P2P if any(r not in gpu_ranks for r in ranks) else None

@@ -12,9 +12,10 @@ import bisect
 import statistics
 from collections import defaultdict
 
-from traceparse.vocabulary import compute
+from traceparse.units import ms
+from traceparse.vocabulary import compute, savings
 from traceparse.vocabulary.placement import placement
-from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
+from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.models.pipeline import FORMULAS, RAMP_FLOOR, ZERO_BUBBLE, expected_bubble, ramp_floor, simulate
 
 SPEC = Spec(
@@ -66,11 +67,35 @@ SPEC = Spec(
         "m >= 2 N_PP - 1, DualPipeV at every m torch accepts, m >= 2 N_PP), "
         "and with F = B, I = W = B/2 (simulated) interleaved zero bubble and DualPipeV reach (N_PP - 1)/"
         "(2 v m + N_PP - 1) while ZB-V, tuned for F = I = W, idles N_PP F per rank; a replay above ramp_floor "
-        "with F = I = W is reported. Status from excess ([bubble] warn_excess/fail_excess)."
+        "with F = I = W is reported. Status from what the excess costs by replay (numbers.definitions.cost; [bubble] "
+        "warn_saving_share/fail_saving_share), reported, not graded, where gloo's inline send/recv cannot be hidden; "
+        "from the excess ([bubble] warn_excess/fail_excess) without a replay."
     ),
 )
 
 SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
+
+
+def _status(limits, excess, cost, cannot) -> str:
+    """By what the bubble beyond the schedule costs the step (replayed), unless nothing can be done about it here
+    (``cannot``: reported, not graded; a heavy stage is the imbalance check's); by the excess without a replay."""
+    if excess is None:
+        return "ok"
+    if cost is None or cost["share"] is None:
+        return grade(excess, limits["warn_excess"], limits["fail_excess"])
+    return "ok" if cannot else grade(cost["share"], limits["warn_saving_share"], limits["fail_saving_share"])
+
+
+def _priced(cost, bottleneck, cannot) -> str:
+    """What the finding adds of the replay: what the pipeline at its schedule's pace would save, and whether it can
+    be had here."""
+    if not cost or cost["share"] is None:
+        return ""
+    what = "the send/recv transfers free" + (f" and stage {bottleneck} at the stages' mean compute" if bottleneck
+                                              is not None else "")
+    return (f" By replay, with {what}, each step would be {ms(cost['saved_per_step_ns'])} ({cost['share']:.0%}) "
+            f"shorter"
+            + (f"; the transfers cannot be hidden here: {cannot} (reported, not graded)." if cannot else "."))
 
 
 def _op_time(tops, starts, s, e):
@@ -243,10 +268,14 @@ def run(ctx):
         megatron = (pp - 1) / (v * m) if expected is not None else None
     floor = float(ramp_floor(pp, m, v)) if schedule in ZERO_BUBBLE and m else None
     excess = measured - expected if expected is not None else None
-
-    status = grade(excess, ctx.limits["warn_excess"], ctx.limits["fail_excess"])
+    heavy = {r for r, st in stage_of.items() if st == bottleneck} if bottleneck is not None else set()
+    cost = (savings.pipeline_cost(ctx.step_graphs, heavy, 1 / spread if heavy else 1.0)
+            if excess is not None and ctx.step_graphs else None)
+    gpu_ranks = {r for (r,) in ctx.con.execute("SELECT DISTINCT rank FROM gpu_activity").fetchall()}
+    cannot = inline_p2p(stage_of, gpu_ranks)
+    status = _status(ctx.limits, excess, cost, cannot)
     findings = []
-    if excess is not None and status != "ok":
+    if excess is not None and grade(excess, ctx.limits["warn_excess"], ctx.limits["fail_excess"]) != "ok":
         why = (f"stage {bottleneck} has {spread:.2f}x the stages' mean compute floor (the same ops at their "
                f"fastest; imbalance.pp_stages) and sets the pace: move layers off it" if bottleneck is not None else
                f"the stages compute about equally (compute floor: the most {spread or 1:.2f}x the mean), so the "
@@ -255,7 +284,8 @@ def run(ctx):
                f"communication)")
         basis = ("replay" if schedule == "dualpipe_v" else "ideal" if schedule in ZERO_BUBBLE else "formula")
         findings.append(f"The measured bubble {measured:.1%} exceeds the {schedule} {basis}'s {expected:.1%} "
-                        f"(N_PP={pp}, m={m}{f', v={v}' if v > 1 else ''}) by {excess:.1%}: {why}.")
+                        f"(N_PP={pp}, m={m}{f', v={v}' if v > 1 else ''}) by {excess:.1%}: {why}."
+                        + _priced(cost, bottleneck, cannot))
     if shape and any(origin[k] != "reconstructed" and chosen[k] != rec[k] and not (k == "virtual_stages"
                      and (chosen[k] or 1) == rec[k]) for k in rec):
         findings.append(f"The reconstructed schedule ({rec['pp_schedule']}, m={rec['microbatches']}, "
@@ -276,7 +306,7 @@ def run(ctx):
                         f"(from {source}), so there is no simulated bubble.")
 
     return Result(
-        status=status if expected is not None else "ok",
+        status=status,
         numbers={
             "expected": expected,
             "expected_formula": FORMULAS.get(schedule, "unknown schedule"),
@@ -288,6 +318,8 @@ def run(ctx):
             "per_step": [{"step": s, "measured": statistics.fmean(p["measured"] for p in per if p["step"] == s)}
                          for s in steps if any(p["step"] == s for p in per)],
             "excess": excess,
+            "cost": cost,
+            "cannot_fix": cannot,
             "per_stage": per_stage,
             "action_ns": [{"stage": st, "kind": k, "actions": len(d), "mean_ns": statistics.fmean(d)}
                           for (st, k), d in sorted(durations.items())],
@@ -319,6 +351,13 @@ def run(ctx):
                 "per_step": "per profiled step, measured over the pipeline ranks (mean): the step-to-step variation "
                             "compare judges a change of the bubble against",
                 "excess": "measured - expected (share of the step)",
+                "cost": "what the bubble beyond the schedule costs, by replay on the step graph: the step's measured "
+                        "end - its end replayed with the pp transfers taken as nothing and the bottleneck stage's ops "
+                        "at the stages' mean compute floor (savings.pipeline_cost), per profiled step; share = the "
+                        "savings / the steps' length. It grades the check ([bubble] warn_saving_share, "
+                        "fail_saving_share) unless the send/recv cannot be hidden here (cannot_fix: gloo runs them "
+                        "inline), when it is reported; without a replay the excess grades it (warn_excess, "
+                        "fail_excess)",
                 "action_ns": "per (virtual) stage and kind (F, B, I, W): the reconstructed actions' mean duration "
                              "over ranks and steps: the op time of the main thread's top-level non-communication ops "
                              "within the action's annotation, or of its compute block",

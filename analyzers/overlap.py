@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from traceparse.units import ms
 
-from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
+from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.status import worst
 from traceparse.store.query import sql_file
 from traceparse.vocabulary import critical_path, savings
@@ -93,7 +93,6 @@ DP_CAUSES = {  # by the data-parallel implementation the layout found
             "reduce-scatters run after backward (FSDP2: set_modules_to_forward_prefetch / "
             "set_modules_to_backward_prefetch, or more, smaller fully_shard units)",
 }
-INLINE_P2P = "on gloo, send/recv run inline on the calling thread, so nothing can hide them"
 
 
 def _cause(strategy: str, layout: dict, fsdp: bool) -> str:
@@ -188,8 +187,8 @@ def _cannot_hide(limits, strategy: str, steps, gpu) -> str | None:
     exposed, or it is gloo's inline point-to-point."""
     if strategy in limits["expected_exposed"]:
         return f"docs/parallelism.md 4 expects {strategy} communication exposed (hard to overlap)"
-    if strategy in ("pp", "cp") and any(r["rank"] not in gpu for r in steps if r["strategy"] == strategy):
-        return INLINE_P2P
+    if strategy in ("pp", "cp"):
+        return inline_p2p({r["rank"] for r in steps if r["strategy"] == strategy}, gpu)
     return None
 
 

@@ -112,11 +112,16 @@ def test_findings_come_first_worst_first(page, name):
 
 
 def test_the_pipeline_page_names_its_bubble_first(page):
-    # the configured 4-stage 1F1B pipeline with m=4 idles (p - 1) / (m + p - 1) = 3/7 of a step at best
+    # the configured 4-stage 1F1B pipeline with m=4 idles (p - 1) / (m + p - 1) = 3/7 of a step at best; on gloo
+    # its send/recv run inline, so what the excess costs is reported, not graded: the bubble is the first check the
+    # findings name, at ok, and the pp communication the replay prices is the first cause
     _, _, html = page("pp4_1f1b_m4")
     findings = html[html.index('<section id="findings">'):html.index('<section id="charts">')]
-    assert re.search(r'<span class="status (fail|warn)">(fail|warn)</span> <b>bubble</b>', findings)
-    assert f"{3 / 7:.1%}" in findings
+    checks = re.findall(r'<span class="status [a-z_]+">[a-z_]+</span> <b>([a-z_]+)</b>', findings)
+    assert checks[0] == "bubble"
+    assert '<span class="status ok">ok</span> <b>bubble</b>' in findings
+    assert f"{3 / 7:.1%}" in findings and "(reported, not graded)" in findings
+    assert findings.index("pp communication") < findings.index("<b>bubble</b>")
 
 
 HOSTILE = {"aten::linear": "</script><script>alert(1)</script>", "aten::sqrt": "<img src=x onerror=alert(2)>",

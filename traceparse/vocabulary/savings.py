@@ -13,7 +13,8 @@ loader's ops: host_cause.sql).
 
 A strategy's communication hidden (``hidden_cost``, what the overlap check grades): each of its operations' transfer,
 from its release to its completion, replayed as nothing. A heavy pipeline stage (``stage_cost``): its ranks' ops
-at the stages' mean compute.
+at the stages' mean compute. A pipeline's bubble beyond its schedule (``pipeline_cost``): both, pp transfers free and
+the heavy stage at the mean. The GPUs' waits on their hosts (``host_wait_cost``): each launch when its GPU went idle.
 """
 
 from __future__ import annotations
@@ -221,6 +222,16 @@ def stage_cost(graphs: list, ranks, factor: float) -> dict:
         return factor if r in ranks and name is not None else 1.0
 
     return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+
+
+def pipeline_cost(graphs: list, heavy=(), factor: float = 1.0) -> dict:
+    """What a pipeline's bubble beyond its schedule costs each profiled step: its point-to-point (pp) transfers
+    replayed as nothing and the ops of its heavy stage's ranks (``heavy``) at ``factor`` of their time (the stages'
+    mean compute floor / the stage's), so that only the schedule's own ramp is left; ``over_steps``."""
+    def scale(r, _lane_key, name, *_):
+        return factor if r in heavy and name is not None else 1.0
+
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lambda d: 0.0 if d["strategy"] == "pp" else 1.0)))
 
 
 def host_wait_cost(graphs: list, waits: dict) -> dict:
