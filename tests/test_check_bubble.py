@@ -14,6 +14,7 @@ import pytest
 from conftest import committed_runs, public_trace, run_check
 
 from traceparse.analyzers import bubble
+from traceparse.analyzers.base import INLINE_P2P
 from traceparse.models import pipeline
 from traceparse.thresholds import check_thresholds as thresholds
 
@@ -180,12 +181,37 @@ def test_the_heavy_stage_is_the_bottleneck(check):
         assert any(f"stage {truth['imbalance']['heavy_stage']} has" in f and "compute floor" in f for f in result.findings)
 
 
-def test_status_follows_the_excess(check):
+def test_status_follows_what_the_excess_costs(check):
+    """The excess over the schedule is priced by replay (the pp transfers free, the bottleneck stage at the mean) and
+    that share grades the check; on gloo the ranks run send/recv inline, so it is reported, not graded."""
     result, _ = check(RUNS / "pp4_gpipe_m4")
+    n = result.numbers
+    assert n["cannot_fix"] == INLINE_P2P  # CPU ranks: gloo
+    assert result.status == "ok"
+    (finding,) = [f for f in result.findings if f.startswith("The measured bubble")]
+    assert f"({n['cost']['share']:.0%}) shorter" in finding and finding.endswith("(reported, not graded).")
     limits = thresholds()["bubble"]
-    excess = result.numbers["excess"]
+    for share, want in ((0.049, "ok"), (limits["warn_saving_share"], "warn"), (limits["fail_saving_share"], "fail")):
+        assert bubble._status(limits, 0.3, {"share": share}, None) == want
+        assert bubble._status(limits, 0.3, {"share": share}, INLINE_P2P) == "ok"
+    excess = n["excess"]  # without a replay, the excess grades it
     want = "fail" if excess >= limits["fail_excess"] else "warn" if excess >= limits["warn_excess"] else "ok"
-    assert result.status == want
+    assert bubble._status(limits, excess, None, None) == want
+    assert bubble._status(limits, None, None, None) == "ok"  # no expected bubble: nothing to grade
+
+
+def test_the_pipeline_cost_is_at_least_its_transfers(store):
+    """Replaying with fewer or shorter durations never ends a step later (the graph is max-plus), so freeing the pp
+    transfers and balancing the heavy stage saves at least what freeing the transfers alone does."""
+    from traceparse.vocabulary import savings
+    from traceparse.vocabulary.step_graph import step_graphs
+
+    con = store(RUNS / "pp4_1f1b_heavy_m4")
+    graphs = step_graphs(con)
+    both = savings.pipeline_cost(graphs, {2}, 1 / 1.5)
+    transfers = savings.over_steps(graphs, lambda g: savings.hidden_cost(g, "pp"))
+    assert all(b["saved_ns"] >= t["saved_ns"] for b, t in zip(both["per_step"], transfers["per_step"], strict=True))
+    assert both["saved_per_step_ns"] > transfers["saved_per_step_ns"] > 0
 
 
 def test_not_applicable_without_a_pipeline(check):
