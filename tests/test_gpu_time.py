@@ -518,5 +518,10 @@ def test_a_trace_without_steps_is_one_whole_trace_span(tmp_path):
     # event, the dataloader at 1000, to the last end, 4000): 27%, past [gpu] fail_cost_share
     assert (gpu["host_cost"]["saved_per_step_ns"], gpu["host_cost"]["share"]) == (800 * US, round(800 / 3000, 4))
     assert gpu["status"] == "fail"
+    assert "cost the trace 0.800 ms (27%)" in gpu["findings"][-1]
+    from traceparse.render.text import render
+
+    assert "GPU idle waiting on the host costs 0.800 ms over the whole trace (27%)" in render(
+        analyze([f], use_cache=False))
     finding = the_finding(gpu, "dataloader", DATALOADER)
     assert finding.endswith("over its whole trace (no ProfilerStep#N)")

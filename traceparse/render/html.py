@@ -12,7 +12,7 @@ from traceparse.status import SEVERITY
 from traceparse.render.charts import charts, spec
 from traceparse.render.gpu import gpu_html
 from traceparse.render.page import render_page, text
-from traceparse.render.text import render, sections_flagged, shown_causes
+from traceparse.render.text import cost_unit, render, sections_flagged, shown_causes
 from traceparse.axes import AXES
 
 LOAD_SEVERITY = {"error": 2, "warn": 1}  # load issues shown at the top; 'info' ones wait in the report
@@ -75,7 +75,8 @@ def findings(doc) -> str:
     flagged = sum(1 for _, c in checks if c["status"] in ("warn", "fail"))
     head = f"{flagged} of {len(checks)} checks at warn or fail" if flagged else "no check at warn or fail"
     head += "".join(f"; {s} (its section below)" for s in sections_flagged(doc))
-    why = "".join(f"<li><b>{text(c['cause'])}</b>: {text(ms(c['saved_per_step_ns']))} a step ({c['share']:.0%}), "
+    why = "".join(f"<li><b>{text(c['cause'])}</b>: {text(ms(c['saved_per_step_ns']))} {cost_unit(doc)} "
+                  f"({c['share']:.0%}), "
                   f"{text(c['note'])} <span class=\"quiet\">[{text(c['check'])}]</span></li>"
                   for c in shown_causes(doc))
     why = (f'<p>Why the steps are slow, by replay (what taking each cause away saves; <code>traceparse explain '

@@ -240,11 +240,19 @@ def shown_causes(doc) -> list[dict]:
     return [c for c in doc.get("causes") or [] if (c["share"] or 0) >= CAUSE_FLOOR]
 
 
+def cost_unit(doc) -> str:
+    """What a cause's saving is per: ``a step``, or ``over the whole trace`` for a run without ProfilerStep#N (its
+    one whole-trace window)."""
+    steps = (doc.get("summary") or {}).get("per_step") or []
+    return "over the whole trace" if steps and all(s["step"] is None for s in steps) else "a step"
+
+
 def render_causes(doc) -> str:
     """``why the steps are slow``: the costliest causes the replay priced (the document's ``causes``), one line each;
     nothing when none saves ``CAUSE_FLOOR`` of a step."""
-    lines = [f"{terminal(c['cause'])} costs {ms(c['saved_per_step_ns'])} a step ({c['share']:.0%}): {terminal(c['note'])}"
-             f" [{c['check']}]" for c in shown_causes(doc)[:CAUSES_SHOWN]]
+    unit = cost_unit(doc)
+    lines = [f"{terminal(c['cause'])} costs {ms(c['saved_per_step_ns'])} {unit} ({c['share']:.0%}): "
+             f"{terminal(c['note'])} [{c['check']}]" for c in shown_causes(doc)[:CAUSES_SHOWN]]
     if not lines:
         return ""
     return "\n".join([f"why the steps are slow, by replay (explain: causes): {lines[0]}",
