@@ -59,6 +59,6 @@ def test_no_rank_is_named_in_a_balanced_twin(campaign):
 def test_compare_gates_the_slow_run_and_passes_the_twin(campaign):
     for c in campaign["compares"]:
         if c["want"] == 0:
-            assert c["exit"] == 0, c
+            assert c["exit"] == 0, f"{c['base']} -> {c['new']}: exit {c['exit']}, gated {c['regressions']}"
     for name in _sample():
         assert any(c["exit"] == 1 for c in campaign["compares"] if c["new"][0] == name), name

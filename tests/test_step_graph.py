@@ -71,6 +71,40 @@ def test_a_slow_ranks_extra_work_costs_the_step_what_the_others_waited(two_ranks
     assert rank_excess(g, 0, []) is None
 
 
+def paced_events(pace: float, gap: int, latest_call: int) -> list:
+    """One step of a gloo rank that spends much of it in Python: a matmul of 200 us times ``pace``, ``gap`` us in no
+    op, the blocking all-reduce (released at ``latest_call``, the later rank's; TRANSFER_US of transfer), 108 us in no
+    op, an add of 30 us and 100 us in no op to the step's end."""
+    call = 100 + round(200 * pace) + gap
+    done = latest_call + 5 + TRANSFER_US
+    return [thread_name(1, 1, "python"), thread_name(1, 9, "pt_gloo_runloop"), step(1, 0, done + 2 + 108 + 30 + 100),
+            x("aten::mm", 100, round(200 * pace)),
+            x("c10d::allreduce_", call, done + 2 - call, args=ALLREDUCE_ARGS),
+            x("gloo:all_reduce", call + 5, done - call - 5, cat="user_annotation", tid=9, args=GLOO_ARGS),
+            x("aten::add", done + 2 + 108, 30)]
+
+
+@pytest.mark.parametrize("pace, gap, kind", [(1.5, 450, "slower"), (1.0, 550, "stall")])
+def test_time_in_no_op_is_a_stall_only_beyond_what_its_host_stretched(tmp_path, pace, gap, kind):
+    """Rank 1 reaches the all-reduce 250 us after rank 0 (whose matmul takes 200 us and its gap 300 us). On a busy
+    host a preempted thread loses time inside its ops and between them alike: a rank whose matmul ran 1.5x its
+    floor, with its time between ops stretched as much, is its host's (slower), though more of its excess lies
+    between ops than in them; one with its ops at their floor and 250 us more in no op stalled (a sleep, a
+    collection). The replay runs rank 1's matmul at rank 0's and its time in no op scaled to rank 0's total (the
+    ByteDance method, per op name): 100 us before the matmul, ``gap``, 208 us after the all-reduce, against 608."""
+    late = 100 + round(200 * pace) + gap
+    paths = [write(tmp_path / f"rank{r}.json", trace(paced_events(*((pace, gap) if r else (1.0, 300)), late),
+                                                     rank=r, world_size=2, info={"backend": "gloo"})) for r in (0, 1)]
+    con = load(paths, tmp_path / "s.duckdb")
+    (g,) = step_graphs(con)
+    con.close()
+    floor = {(r, g.step): 230 * US for r in (0, 1)}  # the matmul and the add at their fastest, on both ranks
+    got = rank_excess(g, 1, [0], floor)
+    assert got["kind"] == kind
+    replayed_call = max(600, (100 + gap) * 608 / (100 + gap + 208) + 200)
+    assert got["saved_ns"] == pytest.approx((late - replayed_call) * US, abs=US)
+
+
 def test_hiding_a_strategys_communication_saves_its_transfer_on_the_path(two_ranks):
     """Both ranks wait on the all-reduce's transfer after the slow rank arrives, then run the rest of the step: were
     the transfer hidden, the step would end TRANSFER_US sooner; the wait for the slow rank stays (imbalance's)."""

@@ -5,6 +5,8 @@ attached -> derive.sql, process groups, finish.sql (store) -> tagging (comm_feat
 -> the vocabulary that needs the tags (intervals, window totals, arrivals).
 """
 
+import duckdb
+
 from traceparse.layout.infer import infer_layout
 from traceparse.store.build import create_store, derive, insert_kernel_rules, insert_layout, insert_raw
 from traceparse.tagging.tag import tag_comm_ops
@@ -28,8 +30,17 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
         insert_layout(con, infer_layout(con))
         build_tagged(con)
         con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
+    except BaseException:
+        _rollback(con)
         raise
     finally:
         con.close()
+
+
+def _rollback(con):
+    """Roll the build back; a transaction DuckDB already ended (a Ctrl-C that lands in its COMMIT) needs none, and
+    saying so must not hide the interrupt."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.TransactionException:
+        pass

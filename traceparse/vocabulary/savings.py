@@ -8,8 +8,9 @@ else every other rank) of their total time in that op in the step; time in ops i
 in no op (a sleep, a stall, Python between ops), down to the peers' median. Its kind is where the excess lies:
 ``work`` (its own work: more ops than its peers, or heavier ones: its compute floor in the step, the same ops at
 their fastest, beyond its peers' median, at its own pace, its ops' time over its floor), ``slower`` (the rest of its
-excess in ops: the same ops, each taking longer, its host), ``stall`` (time in no op), ``input`` (in the data
-loader's ops: host_cause.sql).
+excess in ops: the same ops, each taking longer, its host), ``stall`` (time in no op beyond its peers', less what its
+host's pace stretched it by: its ops' time over their floor against its peers'; that part is ``slower``), ``input``
+(in the data loader's ops: host_cause.sql).
 
 A strategy's communication hidden (``hidden_cost``, what the overlap check grades): each of its operations' transfer,
 from its release to its completion, replayed as nothing. A heavy pipeline stage (``stage_cost``): its ranks' ops
@@ -83,8 +84,10 @@ def rank_excess(graph, rank: int, peers: list[int], floor: dict | None = None) -
     factor, excess, in_ops = {}, defaultdict(int), 0
     for key, (ns, n, med, med_n) in _beyond_peers(graph, rank, peers).items():
         factor[key] = med / ns
-        if key[1] is None:
-            excess["stall"] += ns - med
+        if key[1] is None:  # time in no op, less what its host's contention stretched it by
+            host = 0 if more is None else min(ns - med, round(med * (_pace(graph, rank, peers, floor) - 1)))
+            excess["stall"] += ns - med - host
+            excess["slower"] += host
         elif key[1] in graph.ctx["input"]:
             excess["input"] += ns - med
         elif key[0] == "cpu" and more is not None:
@@ -112,6 +115,14 @@ def _floor_excess(floor: dict, step, rank: int, peers: list[int]) -> int | None:
     if not peers or any(v is None for v in got):
         return None
     return max(0, round(got[0] - statistics.median(got[1:])))
+
+
+def _pace(graph, rank: int, peers: list[int], floor: dict) -> float:
+    """How much longer rank ``rank``'s ops ran against their floor than its peers' did (their median; at least 1):
+    its host's contention, which stretches its time between ops as much (a preempted thread loses time wherever it
+    is), where a sleep, a collection or a synchronization adds time in no op alone."""
+    own = _stretch(graph, rank, floor[(rank, graph.step)])
+    return max(1.0, own / statistics.median(_stretch(graph, p, floor[(p, graph.step)]) for p in peers))
 
 
 def _stretch(graph, rank: int, floor_ns: int) -> float:
