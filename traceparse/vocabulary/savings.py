@@ -81,11 +81,12 @@ def rank_excess(graph, rank: int, peers: list[int], floor: dict | None = None) -
     if not peers:
         return None
     more = _floor_excess(floor or {}, graph.step, rank, peers)
+    pace = None if more is None else _pace(graph, rank, peers, floor)
     factor, excess, in_ops = {}, defaultdict(int), 0
     for key, (ns, n, med, med_n) in _beyond_peers(graph, rank, peers).items():
         factor[key] = med / ns
-        if key[1] is None:  # time in no op, less what its host's contention stretched it by
-            host = 0 if more is None else min(ns - med, round(med * (_pace(graph, rank, peers, floor) - 1)))
+        if key[1] is None:  # time in no op, less what its host's contention stretched it by (CPU lanes: the floor's)
+            host = min(ns - med, round(med * (pace - 1))) if key[0] == "cpu" and pace else 0
             excess["stall"] += ns - med - host
             excess["slower"] += host
         elif key[1] in graph.ctx["input"]:
