@@ -86,6 +86,20 @@ def _status(limits, excess, cost, cannot) -> str:
     return "ok" if cannot else grade(cost["share"], limits["warn_saving_share"], limits["fail_saving_share"])
 
 
+def _per_step(per: list, steps: list, cost) -> list[dict]:
+    """Per profiled step: the measured bubble over the pipeline ranks (mean), and the part of it the replay does not
+    price (``unpriced``: measured - the step's cost share), when the step was replayed."""
+    shares = {p["step"]: p["share"] for p in (cost or {}).get("per_step") or ()}
+    out = []
+    for s in steps:
+        mine = [p["measured"] for p in per if p["step"] == s]
+        if mine:
+            m = statistics.fmean(mine)
+            out.append({"step": s, "measured": m,
+                        **({"unpriced": m - shares[s]} if shares.get(s) is not None else {})})
+    return out
+
+
 def _priced(cost, bottleneck, cannot) -> str:
     """What the finding adds of the replay: what the pipeline at its schedule's pace would save, and whether it can
     be had here."""
@@ -274,6 +288,7 @@ def run(ctx):
     gpu_ranks = {r for (r,) in ctx.con.execute("SELECT DISTINCT rank FROM gpu_activity").fetchall()}
     cannot = inline_p2p(stage_of, gpu_ranks)
     status = _status(ctx.limits, excess, cost, cannot)
+    per_step = _per_step(per, steps, cost)
     findings = []
     if excess is not None and grade(excess, ctx.limits["warn_excess"], ctx.limits["fail_excess"]) != "ok":
         why = (f"stage {bottleneck} has {spread:.2f}x the stages' mean compute floor (the same ops at their "
@@ -315,8 +330,9 @@ def run(ctx):
             "simulated": simulated[1],
             "simulated_b2f": simulated[2],
             "measured": measured,
-            "per_step": [{"step": s, "measured": statistics.fmean(p["measured"] for p in per if p["step"] == s)}
-                         for s in steps if any(p["step"] == s for p in per)],
+            "per_step": per_step,
+            "unpriced": statistics.fmean(p["unpriced"] for p in per_step) if per_step and all(
+                p.get("unpriced") is not None for p in per_step) else None,
             "excess": excess,
             "cost": cost,
             "cannot_fix": cannot,
@@ -348,8 +364,14 @@ def run(ctx):
                 "simulated_b2f": "the same with B = 2 F (F = I = W, the zero-bubble schedules' cost model)",
                 "measured": "1 - compute / step time per rank and step, mean over ranks and steps; compute = "
                             "window_totals.compute_ns (the union of the rank's compute_intervals in the step)",
-                "per_step": "per profiled step, measured over the pipeline ranks (mean): the step-to-step variation "
-                            "compare judges a change of the bubble against",
+                "per_step": "per profiled step, measured over the pipeline ranks (mean), and its unpriced part: "
+                            "the step-to-step variation compare judges a change of the bubble against",
+                "unpriced": "the bubble the replay does not price: per profiled step, measured - cost's share of "
+                            "the step (the bubble left with the pp transfers free and the bottleneck stage at the "
+                            "stages' mean: the schedule's own ramp and whatever else idles the stages), mean over "
+                            "the steps; none without a replay. compare lets a bubble that grew pass when this did "
+                            "not: its transfers took longer or a stage got heavier, which exposed_comm.pp, "
+                            "cost.pp and cost.stage judge",
                 "excess": "measured - expected (share of the step)",
                 "cost": "what the bubble beyond the schedule costs, by replay on the step graph: the step's measured "
                         "end - its end replayed with the pp transfers taken as nothing and the bottleneck stage's ops "

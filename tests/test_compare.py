@@ -364,3 +364,41 @@ def test_the_bubble_is_judged_against_its_step_to_step_variation(db):
     assert row["p"] == pytest.approx(p, abs=1e-6)
     assert row["regressed"] == (row["delta"] > 0.05 and p <= 0.01)
     assert code == (1 if doc["regressions"] else 0)
+
+
+def bubble_metrics(steps: tuple, unpriced: tuple) -> dict:
+    """The bubble per step and its part the replay does not price per step (each run's value: their mean)."""
+    return {"bubble": Metric("bubble", "bubble", statistics.fmean(steps), "fraction", "lower", steps),
+            "bubble.unpriced": Metric("bubble.unpriced", "bubble", statistics.fmean(unpriced), "fraction", None,
+                                      unpriced)}
+
+
+def test_a_bubble_grown_by_what_the_replay_prices_is_not_gated():
+    """Two windows of one balanced pipeline job on a busy host: the bubble rose 0.79 -> 0.855, each window's two
+    steps close together (Welch's p well under 0.01), while the bubble less what its pp transfers cost (its unpriced
+    part) fell: the transfers took longer, not the schedule. Grown by as much in the unpriced part too (fewer
+    micro-batches: a longer ramp), it is gated."""
+    t = load_thresholds()
+    base = bubble_metrics((0.786, 0.795), (0.492, 0.481))
+    row = by_id(compare_metrics(base, bubble_metrics((0.859, 0.850), (0.434, 0.297)), t))["bubble"]
+    assert row["p"] < 0.01 and not row["regressed"] and "bubble.unpriced" in row["note"]
+    row = by_id(compare_metrics(base, bubble_metrics((0.859, 0.850), (0.566, 0.555)), t))["bubble"]
+    assert row["regressed"]
+    assert "bubble.unpriced" not in {r["id"] for r in compare_metrics(base, base, t)["regressions"]}
+    with pytest.raises(TraceError):  # reported, never gated: no threshold for it
+        load_thresholds(["bubble.unpriced=0.01"])
+
+
+def test_fewer_microbatches_grow_the_schedules_bubble(db):
+    """quiet_pp2_gpipe m8 -> m4 (one change of configuration): GPipe's bubble (pp-1)/(m+pp-1) grows from 1/9 to
+    1/5; it is the schedule's (the unpriced part grows past the threshold too), so compare gates it."""
+    base, new = "quiet_pp2_gpipe_m8", "quiet_pp2_gpipe_m4"
+    lb, ln = truth(base)["layout"], truth(new)["layout"]
+    assert [k for k in lb if lb[k] != ln[k]] == ["microbatches"]
+    pp = lb["pp"]
+    grown = (pp - 1) / (ln["microbatches"] + pp - 1) - (pp - 1) / (lb["microbatches"] + pp - 1)
+    assert grown > load_thresholds().limits["bubble"].value
+    code, doc = compared(db, base, new)
+    rows = by_id(doc)
+    assert rows["bubble"]["regressed"] and code == 1
+    assert rows["bubble.unpriced"]["new"] - rows["bubble.unpriced"]["base"] > load_thresholds().limits["bubble"].value

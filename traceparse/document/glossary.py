@@ -443,7 +443,10 @@ METRICS = {
         "Host contention: a step_time, exposed_comm or cost.<strategy> regression is not gated when NEW's ops ran "
         "longer against "
         "their fastest than BASE's (imbalance.stretch = compute busy time / compute floor over the ranks) by "
-        "more than the metric's relative threshold: the host was busier, the work (floor) did not grow",
+        "more than the metric's relative threshold: the host was busier, the work (floor) did not grow. The "
+        "bubble: not gated when its part the replay does not price (bubble.unpriced = the bubble less what its pp "
+        "transfers and heavy stage cost a step) grew by no more than the bubble's threshold: the transfers or a "
+        "stage grew, which exposed_comm.pp, cost.pp and cost.stage judge",
         "delta 0 never regresses: a run compared with itself is ok",
     ),
 }

@@ -32,6 +32,7 @@ VERSION = 1
 THRESHOLDS_FILE = "compare_thresholds.toml"
 STRAGGLER = "imbalance.straggler"
 STRETCH = "imbalance.stretch"  # host contention: explains a slower step, never gated itself
+BUBBLE, UNPRICED = "bubble", "bubble.unpriced"  # the bubble, and its part the replay does not price (never gated)
 CONTENDED = ("step_time", "exposed_comm")  # what host contention stretches
 CAUSES = "cost"  # what a cause costs a step by replay
 SLOW_RANK = "cost.rank"  # a rank's excess: gated when it grows in every step, whatever the p-value
@@ -69,7 +70,7 @@ class Thresholds:
 def gated_keys() -> tuple[list[str], list[str]]:
     """The metric groups and the per-step ids a threshold may be given for: not layout, not the straggler rank."""
     groups = [g for g in GROUPS if g != "layout"]
-    return groups, [i for i in metric_ids() if i.split(".", 1)[0] in groups and i not in (STRAGGLER, STRETCH)
+    return groups, [i for i in metric_ids() if i.split(".", 1)[0] in groups and i not in (STRAGGLER, STRETCH, UNPRICED)
                     and i not in groups]
 
 
@@ -258,6 +259,9 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
         busier = _busier(base, new, limit) if row["regressed"] and contended else None
         if busier:
             row["regressed"], row["note"] = False, row["note"] + f"; {busier}: not gated"
+        priced = _priced_growth(base, new, limit) if row["regressed"] and m.id == BUBBLE else None
+        if priced:
+            row["regressed"], row["note"] = False, row["note"] + f"; {priced}: not gated"
     else:
         row["note"] = per + f"worse, within {limit.text} ({limit.key})"
     return row
@@ -272,6 +276,17 @@ def _busier(base: dict, new: dict, limit: Limit) -> str | None:
         return None
     return (f"the host was busier: the same ops ran {n:.2f}x their fastest in NEW against {b:.2f}x in BASE "
             f"({STRETCH})")
+
+
+def _priced_growth(base: dict, new: dict, limit: Limit) -> str | None:
+    """Why a grown bubble is not the schedule's, or None: its part the replay does not price (bubble.unpriced: the
+    bubble less what its pp transfers and heavy stage cost) did not grow past the bubble's threshold, so what grew
+    is the transfers' time or a stage's compute, which exposed_comm.pp, cost.pp and cost.stage judge."""
+    b, n = _value(base, UNPRICED), _value(new, UNPRICED)
+    if not _numeric(b) or not _numeric(n) or (n > b and limit.exceeded(b, n - b)):
+        return None
+    return (f"the part the replay does not price ({UNPRICED}: the bubble less what its pp transfers and heavy stage "
+            f"cost) went {b:.3f} -> {n:.3f}: the transfers or a stage grew, not the schedule's bubble")
 
 
 def _noise(b: Metric, n: Metric) -> dict | None:

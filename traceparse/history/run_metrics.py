@@ -5,7 +5,9 @@ metric by metric. ``traceparse explain <group>`` prints each group's definition 
 Groups and ids:
 - ``step_time.mean``, ``step_time.p95``: ns, over every (rank, step) window of summary.per_step
 - ``exposed_comm.<strategy>``: ns per rank per step, overlap.per_strategy[].exposed_ns / windows
-- ``bubble``: fraction of the step, bubble.measured
+- ``bubble``: fraction of the step, bubble.measured; ``bubble.unpriced``: the part of it the replay does not price
+  (bubble.unpriced: the measured bubble less what its pp transfers and heavy stage cost a step; reported, never
+  gated: compare reads it to tell a bubble grown by the schedule from one grown by slower transfers)
 - ``overlap.<strategy>``: fraction of the strategy's communication hidden under compute
 - ``imbalance.max_over_mean``: slowest rank's step time over the mean; ``imbalance.straggler``: the straggler's
   rank (named only when conclusive); ``imbalance.stretch``: compute busy time / compute floor over the ranks, how
@@ -61,7 +63,7 @@ def metric_ids() -> list[str]:
     PER_MICROBATCH): the overlap check's strategies include the untagged rest, comm_volume's do not."""
     overlap = (*TAGGED, "untagged")
     return [*(f"layout.{k}" for k in LAYOUT_KEYS), "step_time.mean", "step_time.p95",
-            *(f"exposed_comm.{s}" for s in overlap), "bubble", *(f"overlap.{s}" for s in overlap),
+            *(f"exposed_comm.{s}" for s in overlap), "bubble", "bubble.unpriced", *(f"overlap.{s}" for s in overlap),
             "imbalance.max_over_mean", "imbalance.straggler", "imbalance.stretch", "cost.rank", "cost.cause",
             "cost.stage", *(f"cost.{s}" for s in overlap), *(f"volume.{s}" for s in TAGGED)]
 
@@ -137,8 +139,10 @@ def _exposed(doc):
 
 def _bubble(doc):
     b = doc["checks"]["bubble"]
-    yield Metric("bubble", "bubble", b.get("measured"), "fraction", "lower",
-                 tuple(s["measured"] for s in b.get("per_step") or ()))
+    steps = b.get("per_step") or ()
+    yield Metric("bubble", "bubble", b.get("measured"), "fraction", "lower", tuple(s["measured"] for s in steps))
+    yield Metric("bubble.unpriced", "bubble", b.get("unpriced"), "fraction", None,
+                 tuple(s["unpriced"] for s in steps if s.get("unpriced") is not None))
 
 
 def _overlap(doc):
