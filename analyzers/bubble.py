@@ -331,8 +331,8 @@ def run(ctx):
             "simulated_b2f": simulated[2],
             "measured": measured,
             "per_step": per_step,
-            "unpriced": statistics.fmean(p["unpriced"] for p in per_step) if per_step and all(
-                p.get("unpriced") is not None for p in per_step) else None,
+            "unpriced": statistics.fmean(p["unpriced"] for p in per_step)
+            if per_step and all("unpriced" in p for p in per_step) else None,
             "excess": excess,
             "cost": cost,
             "cannot_fix": cannot,

@@ -256,12 +256,10 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
                             f", but within the step-to-step variation (p = {noise['p']:.2g} over "
                             f"{len(b.samples)} and {len(n.samples)} steps): not gated")
         contended = m.group in CONTENDED or (m.group == CAUSES and m.id not in (SLOW_RANK, *NAMED))
-        busier = _busier(base, new, limit) if row["regressed"] and contended else None
-        if busier:
-            row["regressed"], row["note"] = False, row["note"] + f"; {busier}: not gated"
-        priced = _priced_growth(base, new, limit) if row["regressed"] and m.id == BUBBLE else None
-        if priced:
-            row["regressed"], row["note"] = False, row["note"] + f"; {priced}: not gated"
+        explained = row["regressed"] and ((_busier(base, new, limit) if contended else None)
+                                          or (_priced_growth(base, new, limit) if m.id == BUBBLE else None))
+        if explained:
+            row["regressed"], row["note"] = False, row["note"] + f"; {explained}: not gated"
     else:
         row["note"] = per + f"worse, within {limit.text} ({limit.key})"
     return row
