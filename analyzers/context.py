@@ -22,7 +22,7 @@ class Context:
         if self.path is None:
             from traceparse.vocabulary.critical_path import critical_path_section
 
-            self.path = critical_path_section(self.con)
+            self.path = critical_path_section(self.step_graphs)
         return self.path
 
     @property

@@ -10,7 +10,8 @@ For each fixture run (``fixtures/runs/*``) and each public trace (``fixtures/pub
 each document first: a change that adds a section checks that everything else is unchanged before writing again.
 
   python scripts/documents.py                    # print {name: digest} for every run
-  python scripts/documents.py --write FILE       # write them (the documents themselves beside, FILE.d/)
+  python scripts/documents.py --write FILE       # write them (the documents themselves beside, FILE.d/; those of
+                                                 # public traces are derived from them: .gitignore keeps them out)
   python scripts/documents.py --only ddp2 tp2    # some runs
 """
 

@@ -1,5 +1,5 @@
-"""The critical path of each step (the analyze document's ``critical_path``: traceparse/vocabulary/critical_path.py
-over vocabulary/critical_path.sql).
+"""The critical path of each step (the analyze document's ``critical_path``: traceparse/vocabulary/critical_path.py,
+the binding path of the step graph).
 
 A tiny hand-written two-rank GPU job, every number worked out by hand; then every bundled run: the path's pieces tile
 the step exactly (its length is the measured step), and on the runs built with a slow rank or a heavy pipeline
@@ -19,7 +19,7 @@ from traceparse import stats
 from traceparse.document import analyze
 from traceparse.load.run import open_run
 from traceparse.vocabulary.step_graph import step_graphs
-from traceparse.vocabulary.critical_path import Walk, critical_path_section, totals
+from traceparse.vocabulary.critical_path import BindingPath, critical_path_section, totals
 
 US = 1000
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -79,6 +79,19 @@ def test_a_fast_rank_ending_last_waits_for_the_slow_one(tmp_path):
     assert s["by_strategy"] == {next(iter(s["by_strategy"])): 100 * US}
 
 
+def test_a_kernel_waits_for_the_event_it_started_after(tmp_path):
+    """Each all-reduce starts when its rank's gemm ends (an event between streams), long after its launch: the step
+    graph holds that edge, so rank 1's gemm 200 us shorter starts its all-reduce, releases both ranks' and ends the
+    step 200 us sooner; and the path runs through that gemm, not through a stretch of the stream queued on
+    nothing."""
+    with open_run([str(p) for p in two_ranks(tmp_path, (700, 701))]) as con:
+        (g,) = step_graphs(con)
+        faster = g.replay(lambda r, _lane, name, *_: 0.6 if (r, name) == (1, "gemm") else 1.0)
+        assert g.end_ns() - faster["end_ns"] == 200 * US
+        s = critical_path_section([g])["steps"][0]
+        assert s["top"][0]["name"] == "gemm" and s["top"][0]["dur_ns"] == 500 * US
+
+
 @pytest.mark.slow
 def test_text_page_and_explain(tmp_path):
     from click.testing import CliRunner
@@ -94,9 +107,9 @@ def test_text_page_and_explain(tmp_path):
     assert got.exit_code == 0 and got.output.startswith("critical_path:")
 
 
-def tiles(con, s) -> bool:
-    """The pieces of step ``s``'s path, walked again, cover [start, end] with no gap and no overlap."""
-    pieces = sorted(Walk(con, s["step"], s["start_ns"], s["end_ns"]).run(s["end_rank"]), key=lambda p: p["start_ns"])
+def tiles(graph, s) -> bool:
+    """The pieces of step ``s``'s path, found again on its graph, cover [start, end] with no gap and no overlap."""
+    pieces = sorted(BindingPath(graph, s["start_ns"]).run(s["end_rank"], s["end_ns"]), key=lambda p: p["start_ns"])
     return (pieces[0]["start_ns"] == s["start_ns"] and pieces[-1]["end_ns"] == s["end_ns"]
             and all(a["end_ns"] == b["start_ns"] for a, b in zip(pieces, pieces[1:], strict=False)))
 
@@ -114,13 +127,15 @@ def test_the_path_is_the_measured_step(path):
 
     path = FIXTURE_RUNS / path if isinstance(path, str) else needed(path)
     with open_run([str(path)]) as con:
-        cp = critical_path_section(con)
+        graphs = step_graphs(con)
+        cp = critical_path_section(graphs)
         windows = {r[0]: r[1] for r in con.execute(
             "SELECT step, max(end_ns) - arg_max(start_ns, end_ns) FROM step_windows GROUP BY step").fetchall()}
-        for s in cp["steps"]:
+        assert [s["step"] for s in cp["steps"]] == [g.step for g in graphs]
+        for s, g in zip(cp["steps"], graphs, strict=True):
             assert s["length_ns"] == s["covered_ns"] == windows[s["step"]]
-            assert tiles(con, s), s["step"]
-        for g in step_graphs(con):
+            assert tiles(g, s), s["step"]
+            assert "other" not in s["by_cause"], s["step"]
             assert replays_exactly(g) == [], g.step
             assert g.replay()["end_ns"] == g.end_ns()
 

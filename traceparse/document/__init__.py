@@ -60,9 +60,11 @@ def document(con, top=10, stated=None) -> dict:
     from traceparse.analyzers import run_checks
 
     lay, values, sources = _layout_sections(con, stated or {})
-    path, shared = critical_path_section(con), {}
+    shared = {}
+    graphs = graphs_once(con, shared)
+    path = critical_path_section(graphs)
     checks = {cid: r.document() for cid, r in run_checks(con, lay["layout"], values, sources, path, shared).items()}
-    gpu = gpu_section(con, lambda: graphs_once(con, shared))
+    gpu = gpu_section(con, graphs)
     return _plain({
         "version": VERSION,
         "run": run_info(con),

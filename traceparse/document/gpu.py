@@ -26,8 +26,8 @@ RUNTIME_OUTLIER_NS = 50_000  # HTA's runtime_cutoff default, 50 us
 
 def gpu_section(con, graphs=None) -> dict:
     """``{status, reason?, temporal, idle, idle_causes, host_cost, launch, queue, findings}``; not_applicable on
-    CPU-only runs. ``graphs()``: the run's step graphs (step_graph.step_graphs, built once per document), to price
-    the GPUs' waits on their hosts by replay (``host_cost``; None without it)."""
+    CPU-only runs. ``graphs``: the run's step graphs (step_graph.step_graphs, built once per document), to price
+    the GPUs' waits on their hosts by replay (``host_cost``; None without them)."""
     if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
         return {"status": "not_applicable",
                 "reason": "no GPU kernel, memcpy or memset in the traces (a CPU-only run)", "findings": []}
@@ -114,7 +114,7 @@ def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
     for r, tid, a, h in con.execute("""SELECT rank, tid, a, least(launch_ns, b) FROM gpu_gaps
                                        WHERE launch_ns > a AND tid IS NOT NULL ORDER BY rank, tid, a, b""").fetchall():
         waits.setdefault((r, tid), []).append((a, h))
-    gs = graphs() if graphs is not None and waits else None
+    gs = graphs if waits else None
     if not gs:
         return None
     by_cause = {}

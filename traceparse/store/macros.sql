@@ -126,7 +126,7 @@ CREATE OR REPLACE MACRO group_key(ranks, pgname) AS (
 
 -- What a CPU thread spends its time in, event by event: an op, an annotation or a CUDA/HIP runtime or driver call that
 -- lasts, not the profiler's step marker (ProfilerStep#N, which spans everything). The GPU section's launching ops
--- (vocabulary/gpu_time.sql) and the critical path's CPU lanes (vocabulary/critical_path.sql) select from it.
+-- (vocabulary/gpu_time.sql) and the step graph's CPU lanes (vocabulary/step_graph.sql) select from it.
 CREATE OR REPLACE MACRO thread_work(cat, name, dur_ns) AS (
     cat IN ('cpu_op', 'user_annotation', 'cuda_runtime', 'cuda_driver') AND dur_ns > 0
     AND NOT starts_with(name, 'ProfilerStep#')

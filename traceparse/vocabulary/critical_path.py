@@ -1,350 +1,230 @@
 """What set the pace of each profiled step: its critical path across ranks (the analyze document's
-``critical_path``), walked backward from the moment the step ended over the graph of vocabulary/critical_path.sql.
+``critical_path``), the binding path of the step graph (vocabulary/step_graph.py) from the moment the step ended.
 
 The step ends when the last rank's step window ends (its ProfilerStep#N); the path runs back to that window's start,
-so its length is that rank's measured step. At each point it stands on a lane of one rank (a CPU thread or a GPU
-stream) and asks what that lane was waiting for:
+so its length is that rank's measured step. Replayed with the measured durations the graph gives back every moment
+the trace recorded (the replay invariant), so at each point the path stands on, one of its dependencies is the one
+that set its time, and the path goes on from it:
 
-- a CPU thread blocked in a communication call or wait, or a GPU synchronization: on the latest completion inside
-  that block (a communication operation's end, or a GPU activity's end). A communication operation's transfer is on
-  the path from the moment it was released (the last member of a collective arrived; a receive's matched send was
-  issued); before that, the operation waited for a late peer, and the path goes to that peer, at that moment;
-- a CPU thread of a CPU-only rank in an op's own time (between its children) in which an operation it issued
-  completes, released by another rank: waiting for it since that stretch of own time began (gloo's wait inside a
-  framework's hook, which records no op of its own);
-- a GPU activity: on the one before it on its stream, when it was launched before that one ended; otherwise on
-  its launch, and the path goes to the launching CPU thread;
-- otherwise the lane's own work (its outermost CPU op, its kernel), which is on the path.
+- a lane's own work (a CPU thread's outermost op, or its time in no op; a kernel) is on the path, back to the
+  point before it on its lane;
+- a wait (a CPU thread blocked in a communication call or wait, a synchronization, a gloo wait inside an op's own
+  time, a gap while another thread worked): the path waits from what it waited for (a communication operation's
+  completion, the GPU activity a synchronization waited for, another thread's op) to the wait's end, and goes on from
+  there; when that came before the wait began, the wait is the lane's own time (a call's own time);
+- a communication operation's transfer is on the path from the moment it was released (the last member of a
+  collective arrived; a receive's matched send was issued); before that, the operation waited for a late peer, and
+  the path goes to that peer, at that moment: a blocked thread's time belongs to what released it, never to idle;
+- a GPU activity's start: after an activity of another stream that ended last before it (an event), else after
+  the one before it on its stream when that ended after its launch call returned, else after its launch (from the
+  launching CPU thread).
 
 Each piece of the path has a rank, a lane and a cause: compute (kernels that compute; the CPU ops of a CPU-only
-rank), communication (a transfer, per strategy), host (a GPU rank's CPU work: launching, Python, the optimizer),
-launch (from a launch call to its start on the GPU), idle (a CPU thread running no recorded op), device (a GPU
-activity queued on a dependency). Waiting for a late peer is never on the path: the path follows the peer instead.
-``traceparse explain critical_path`` defines it.
+rank), communication (a transfer, per strategy, or a call's own time), host (a GPU rank's CPU work: launching,
+Python, the optimizer; a synchronization), launch (from a launch call to its start on the GPU), idle (a CPU thread
+running no recorded op and waiting for nothing), device (a GPU activity queued on a dependency). ``traceparse explain
+critical_path`` defines it.
 """
 
 import bisect
 from collections import defaultdict
 
-from traceparse.store.query import rows, sql_file
+from traceparse.vocabulary.step_graph import INSIDE, KCOMM, KSTART, WAIT, StepGraph, context
 
-MAX_HOPS = 200_000  # a guard: a step's path takes a few hops per operation
-STILL = 1_000  # a guard: hops at one moment (zero-length activities) before the rest is left unexplained
+MAX_HOPS = 200_000  # a guard: a step's path takes a few hops per point
+STILL = 1_000  # a guard: hops at one moment (zero-length stretches) before the rest is left unexplained
 TOP = 5  # the longest pieces a step names
-SCAN = 10_000  # a guard: events looked at back from a moment for the op holding it
 
 
-def rank_rows(con, rank: int) -> dict:
-    """Rank ``rank``'s rows of the graph, each in one total order (the same document whatever order the store holds
-    its rows in): ``ops`` (its threads' outermost ops), ``blocking``, ``done`` (its communication completions) and
-    ``acts`` (its GPU activities, with the communication operation each executes)."""
-    return {
-        "ops": rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s, e, tid, name", [rank]),
-        "blocking": rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e, tid, kind, op_id, name", [rank]),
-        "done": rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [rank]),
-        "acts": rows(con, """SELECT a.stream, a.name, a.kind, a.start_ns, a.end_ns, a.launch_tid, a.launch_ns,
-                                    a.launch_end_ns, c.op_id
-                             FROM gpu_activity a
-                             LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id AND c.part = 'exec'
-                             WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns, a.stream, a.name, c.op_id""", [rank]),
-    }
+class BindingPath:
+    """The binding path of step graph ``g`` back to ``start``: ``run`` gives its pieces."""
 
+    def __init__(self, g: StepGraph, start: int):
+        self.g, self.start, self.pieces = g, start, []
 
-class Rank:
-    """One rank's lanes, loaded once when the path first reaches it."""
+    def run(self, rank: int, end: int) -> list[dict]:
+        """The pieces from ``end`` on ``rank``'s main thread back to the start."""
+        ln, t, still = self._main(rank), end, 0
+        for _ in range(MAX_HOPS):
+            if ln is None or t <= self.start or still > STILL:
+                break
+            nxt, back = self._back(ln, t)
+            still = still + 1 if back >= t else 0
+            ln, t = nxt or ln, min(back, t)  # the path only goes back in time
+        if t > self.start and ln is not None:  # the guard: what is left is unexplained
+            self._piece(ln, "other", self.start, t)
+        return self.pieces
 
-    def __init__(self, con, rank: int):
-        self.rank, self.con = rank, con
-        self.nested = None  # per CPU thread, all its events by start: read when first needed (self_gap)
-        self.main = con.execute("SELECT tid FROM main_threads WHERE rank = ?", [rank]).fetchone()
-        self.main = self.main[0] if self.main else None
-        read = rank_rows(con, rank)
-        self.blocking = _by(read["blocking"], "tid")
-        ops, done, acts = read["ops"], read["done"], read["acts"]
-        self.ops = _by(ops, "tid")
-        self.ops_by_end = sorted(ops, key=lambda o: (o["e"], o["tid"]))
-        self.op_ends = [o["e"] for o in self.ops_by_end]
-        self.done, self.done_at = done, [d["done_ns"] for d in done]
-        self.by_op = {d["op_id"]: d for d in done}
-        self.gpu = bool(acts)
-        self.streams = _by(acts, "stream")
-        for lane in self.streams.values():
-            for i, a in enumerate(lane):
-                a["i"] = i  # its place on its stream: where the walk goes on with it
-        self.stream_starts = {s: [a["start_ns"] for a in v] for s, v in self.streams.items()}
-        self.acts_by_end = sorted(acts, key=lambda a: a["end_ns"])
-        self.act_ends = [a["end_ns"] for a in self.acts_by_end]
+    # --- one stretch back -------------------------------------------------------------------------------------
 
-    def latest_done(self, after: int, upto: int, tid):
-        """The communication operation that completed last in (after, upto], issued on ``tid`` or run on a GPU."""
-        return latest(self.done, self.done_at, after, upto, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
+    def _back(self, ln, t: int):
+        """The stretch of lane ``ln`` that ends at (or holds) ``t``, on the path: its pieces, and (the lane, the
+        moment) where the path goes on."""
+        times = ln.times
+        k = bisect.bisect_left(times, t)
+        if k == len(times) or (k == 0 and ln.kinds[0] != KSTART):  # beyond the lane's points
+            if ln.key[0] == "gpu":
+                if k == 0:
+                    return self._main(ln.rank), t
+                self._piece(ln, "device", times[-1], t)
+                return ln, times[-1]
+            lo = times[-1] if k else self.start
+            self._cpu_ops(ln, lo, t)
+            return ln, lo
+        kind, prev = ln.kinds[k], times[k - 1] if k else None
+        if kind == KSTART:
+            if t < times[k]:  # between two activities of the stream
+                self._piece(ln, "device", prev, t)
+                return ln, prev
+            return self._started(ln, k, t)
+        if kind in (WAIT, INSIDE):  # a wait, from the point before its first inner point to its end (``j``)
+            j, i = k, k
+            while ln.kinds[j] == INSIDE:
+                j += 1
+            while i > 1 and ln.kinds[i - 1] == INSIDE:
+                i -= 1
+            return self._waited(ln, times[i - 1], t, ln.deps[j], ln.info[j])
+        if ln.key[0] == "cpu":
+            c = ln.info[k]
+            if c is not None:  # a communication call's own time
+                self._piece(ln, "communication", prev, t, c["name"], c["strategy"])
+            else:
+                name = ln.names[k]
+                self._piece(ln, ("host" if self._gpu(ln.rank) else "compute") if name else "idle", prev, t, name)
+            return ln, prev
+        a = ln.info[k]
+        d = self.g.ctx["by_op"].get((ln.rank, a["op_id"])) if kind == KCOMM else None
+        if d is None:
+            self._piece(ln, "compute" if a["kind"] == "compute" else "device", prev, t, a["name"])
+            return ln, prev
+        if d["released_by"] != ln.rank and prev < d["released_ns"] < t:  # its transfer, then its releaser
+            self._piece(ln, "communication", d["released_ns"], t, a["name"], d["strategy"])
+            return self._arrival(d), d["released_ns"]
+        self._piece(ln, "communication", prev, t, a["name"], d["strategy"])
+        return ln, prev
 
-    def self_gap(self, tid, t: int):
-        """(start, end) of the stretch around ``t`` that thread ``tid`` spent in an op's own time, between that op's
-        children (an op with none is its own work: None); None too where no op holds ``t``."""
-        if self.nested is None:
-            self.nested = _by(rows(self.con, "SELECT tid, s, e FROM cp_cpu_events(?) ORDER BY s, e DESC",
-                                   [self.rank]), "tid")
-            self.nested_starts = {k: [o["s"] for o in v] for k, v in self.nested.items()}
-        return own_gap(self.nested.get(tid, []), self.nested_starts.get(tid, []), t)
+    def _started(self, ln, k: int, t: int):
+        """Why the GPU activity starting at point ``k`` started at ``t``: after another stream's activity (an
+        event), after the one before it on its stream when that ended after its launch call returned, else after
+        its launch."""
+        deps, a = ln.deps[k], ln.info[k]
+        event = next((d for d in deps if d[0] == "gpu"), None)
+        if event is not None:
+            self._piece(ln, "device", event[3], t)
+            return self._lane(ln.rank, "gpu", event[2]), event[3]
+        prev = ln.times[k - 1] if k else None
+        if prev is not None and (a["launch_end_ns"] is None or prev >= a["launch_end_ns"]):
+            self._piece(ln, "device", prev, t)
+            return ln, prev
+        launch = next((d for d in deps if d[0] == "cpu"), None)
+        if launch is None:
+            return self._main(ln.rank), t
+        self._piece(ln, "launch", launch[3], t, a["name"])
+        return self._lane(ln.rank, "cpu", launch[2]) or self._main(ln.rank), launch[3]
 
-    def latest_other_thread(self, tid, after: int, upto: int):
-        """The op of another CPU thread than ``tid`` that ended last in (after, upto]: what an idle thread waited for
-        (the autograd engine's thread running backward while the main thread waits in it)."""
-        return latest(self.ops_by_end, self.op_ends, after, upto, lambda o: o["tid"] != tid)
+    def _waited(self, ln, s: int, t: int, dep: tuple, b: dict | None):
+        """A wait of lane ``ln`` over (s, t] for ``dep`` (``b``: its blocking interval; None: a wait inside an op):
+        from what it waited for, when that came inside it; else the wait is the lane's own time."""
+        name, strategy = (b["name"], b["strategy"]) if b else (None, None)
+        if dep[0] in ("gpu", "cpu"):  # a GPU activity (a synchronization, or a communication kernel), another thread
+            d = self.g.ctx["by_op"][(ln.rank, dep[4])] if len(dep) > 4 else None
+            cause = "communication" if d else "host" if dep[0] == "gpu" else "idle"
+            if d:
+                name, strategy = name or d["op"], strategy or d["strategy"]
+            if s < dep[3] <= t:
+                self._piece(ln, cause, dep[3], t, name, strategy)
+                return self._lane(ln.rank, dep[0], dep[2]), dep[3]
+            self._piece(ln, cause, s, t, name, strategy)
+            return ln, s
+        d = self.g.ctx["by_op"][(dep[1], dep[2])]
+        released = d["released_ns"]
+        if dep[0] == "release":  # its own call, returned once its last peer arrived
+            if s < released < t:
+                self._piece(ln, "communication", released, t, name, strategy)
+                return self._arrival(d), released
+            self._piece(ln, "communication", s, t, name, strategy)
+            return ln, s
+        done = d["done_ns"]  # an operation's completion: its transfer from its release
+        if not s < done <= t:
+            self._piece(ln, "communication", s, t, name, strategy)
+            return ln, s
+        self._piece(ln, "communication", done, t, name or d["op"], strategy or d["strategy"])
+        released = min(released, done)
+        self._piece(ln, "communication", max(released, s), done, d["op"], d["strategy"])
+        if released > s and d["released_by"] != ln.rank:
+            return self._arrival(d), released
+        if released > s:  # released by this rank, late: its own call or execution was queued
+            self._piece(ln, "communication", s, released, d["op"], d["strategy"])
+        return ln, s
 
-    def latest_other_end(self, stream, after: int, upto: int):
-        """The activity of another stream than ``stream`` that ended last in (after, upto]."""
-        return latest(self.acts_by_end, self.act_ends, after, upto, lambda a: a["stream"] != stream)
+    # --- helpers ----------------------------------------------------------------------------------------------
 
-    def latest_gpu_end(self, after: int, upto: int):
-        return latest(self.acts_by_end, self.act_ends, after, upto, lambda _: True)
-
-
-def own_gap(evs: list, starts: list, t: int):
-    """(start, end) of the stretch around ``t`` that a thread (``evs``: its events by start, longer first; ``starts``
-    their starts) spent in an op's own time, between that op's children (an op with none is its own work: None);
-    None too where no op holds ``t``."""
-    i = bisect.bisect_right(starts, t) - 1
-    holder = None  # the innermost event holding t: the latest to start among those that do
-    for j in range(i, max(i - SCAN, -1), -1):  # back over the siblings that ended before t, to its holder
-        if evs[j]["s"] < t < evs[j]["e"]:
-            holder = j
-            break
-    if holder is None:
-        return None
-    op, lo, hi, children = evs[holder], evs[holder]["s"], evs[holder]["e"], False
-    for c in evs[holder + 1:]:
-        if c["s"] >= op["e"]:
-            break
-        children = True
-        if c["e"] <= t:
-            lo = max(lo, c["e"])
-        elif c["s"] >= t:
-            hi = min(hi, c["s"])
-            break
-    return (lo, hi) if children else None
-
-
-def latest(items: list, ends: list, after: int, upto: int, keep):
-    """The last of ``items`` (sorted by end, ``ends`` their ends) ending in (after, upto] that ``keep`` accepts."""
-    i = bisect.bisect_right(ends, upto) - 1
-    while i >= 0 and ends[i] > after:
-        if keep(items[i]):
-            return items[i]
-        i -= 1
-    return None
-
-
-def _by(items, key) -> dict:
-    out = defaultdict(list)
-    for it in items:
-        out[it[key]].append(it)
-    return out
-
-
-def _before(items: list, starts: list, t: int):
-    """The last of ``items`` (sorted by start, ``starts`` their starts) starting before ``t``."""
-    i = bisect.bisect_left(starts, t) - 1
-    return items[i] if i >= 0 else None
-
-
-class Walk:
-    def __init__(self, con, step: int, start: int, end: int):
-        self.con, self.step, self.start = con, step, start
-        self.ranks: dict[int, Rank] = {}
-        self.pieces: list[dict] = []
-        self.end = end
-
-    def rank(self, r: int) -> Rank:
-        if r not in self.ranks:
-            self.ranks[r] = Rank(self.con, r)
-        return self.ranks[r]
-
-    def piece(self, rank, lane, cause, a, b, name=None, strategy=None):
+    def _piece(self, ln, cause: str, a: int, b: int, name=None, strategy=None):
         a = max(a, self.start)
         if b > a:
-            self.pieces.append({"rank": rank, "lane": lane, "cause": cause, "strategy": strategy, "name": name,
-                                "start_ns": a, "end_ns": b})
+            self.pieces.append({"rank": ln.rank, "lane": f"{ln.key[0]} {ln.key[1]}", "cause": cause,
+                                "strategy": strategy, "name": name, "start_ns": a, "end_ns": b})
 
-    def cpu_work(self, rk: Rank, tid, a: int, b: int):
-        """[a, b] of CPU thread ``tid``: split by its outermost ops; no op: idle."""
-        ops = rk.ops.get(tid, [])
+    def _gpu(self, r: int) -> bool:
+        return bool(self.g.ctx["acts"].get(r))
+
+    def _lane(self, r: int, kind: str, key):
+        return self.g.lanes.get((r, kind, key))
+
+    def _main(self, r: int):
+        return self._lane(r, "cpu", self.g.ctx["main"].get(r))
+
+    def _arrival(self, d: dict):
+        """The lane of the member whose arrival released operation ``d``: its kernel's stream, else the thread that
+        issued it, else its rank's main thread."""
+        m = self.g.ctx["by_op"].get((d["released_by"], d["released_op"]))
+        if m is None:
+            return self._main(d["released_by"])
+        if m["lane"] == "gpu" and m["stream"] is not None and self._lane(m["rank"], "gpu", m["stream"]) is not None:
+            return self._lane(m["rank"], "gpu", m["stream"])
+        return (self._lane(m["rank"], "cpu", m["tid"]) if m["tid"] is not None else None) or self._main(m["rank"])
+
+    def _cpu_ops(self, ln, a: int, b: int):
+        """[a, b] of a CPU lane beyond its points: split by its thread's outermost ops; no op: idle."""
+        ops = [o for o in self.g.ctx["ops"].get(ln.rank, []) if o["tid"] == ln.key[1]]
         starts = [o["s"] for o in ops]
-        t = b
-        i = bisect.bisect_left(starts, t) - 1
-        own = "host" if rk.gpu else "compute"
+        t, i = b, bisect.bisect_left(starts, b) - 1
+        own = "host" if self._gpu(ln.rank) else "compute"
         while t > a:
             o = ops[i] if i >= 0 else None
             if o is None or o["e"] <= a:
-                self.piece(rk.rank, f"cpu {tid}", "idle", a, t)
+                self._piece(ln, "idle", a, t)
                 return
             if o["e"] < t:
-                self.piece(rk.rank, f"cpu {tid}", "idle", o["e"], t)
+                self._piece(ln, "idle", o["e"], t)
                 t = o["e"]
-            self.piece(rk.rank, f"cpu {tid}", own, max(o["s"], a), t, o["name"])
+            self._piece(ln, own, max(o["s"], a), t, o["name"])
             t = max(o["s"], a)
             i -= 1
 
-    def run(self, rank: int) -> list[dict]:
-        lane, r, where, t = "cpu", rank, self.rank(rank).main, self.end
-        still = 0  # hops without going back in time
-        for _ in range(MAX_HOPS):
-            if t <= self.start or still > STILL:
-                break
-            rk = self.rank(r)
-            step = self.cpu_step if lane == "cpu" else self.gpu_step
-            lane, r, where, back = step(rk, where, t)
-            still = still + 1 if back >= t else 0
-            t = min(back, t)  # the path only goes back in time
-        if t > self.start:  # the guard: what is left is unexplained
-            self.piece(r, lane, "other", self.start, t)
-        return self.pieces
 
-    def cpu_step(self, rk: Rank, tid, t: int):
-        blocks = rk.blocking.get(tid, [])
-        b = _before(blocks, [x["s"] for x in blocks], t)
-        waited = self.waited_inside(rk, tid, b["e"] if b else self.start, t)
-        if waited is not None:
-            done, since = waited
-            self.cpu_work(rk, tid, done["done_ns"], t)
-            return self.transfer(rk, done, since, f"cpu {tid}", tid)
-        if b is None:
-            self.cpu_work(rk, tid, self.start, t)
-            return "cpu", rk.rank, tid, self.start
-        e = min(b["e"], t)
-        self.cpu_work(rk, tid, e, t)
-        if b["kind"] == "sync":
-            act = rk.latest_gpu_end(b["s"], e)
-            if act is None:
-                self.piece(rk.rank, f"cpu {tid}", "host", b["s"], e, b["name"])
-                return "cpu", rk.rank, tid, b["s"]
-            self.piece(rk.rank, f"cpu {tid}", "host", act["end_ns"], e, b["name"])
-            return "gpu", rk.rank, (act["stream"], act["i"]), act["end_ns"]
-        own = rk.by_op.get(b["op_id"]) if b["kind"] == "call" else None
-        if own is not None and own["released_by"] != rk.rank and b["s"] < own["released_ns"] < e:
-            done = min(own["done_ns"], e)
-            self.piece(rk.rank, f"cpu {tid}", "communication", done, e, b["name"], b["strategy"])
-            return self.transfer(rk, {**own, "done_ns": done}, b["s"], f"cpu {tid}", tid)
-        done = rk.latest_done(b["s"], e, tid)
-        other = rk.latest_other_thread(tid, b["s"], e) if done is None and b["kind"] == "gap" else None
-        if other is not None:  # idle while another thread worked: waiting for it
-            self.piece(rk.rank, f"cpu {tid}", "idle", other["e"], e)
-            return "cpu", rk.rank, other["tid"], other["e"]
-        if done is None:  # waited for nothing: a call's own time, or an idle gap
-            self.piece(rk.rank, f"cpu {tid}", "idle" if b["kind"] == "gap" else "communication", b["s"], e, b["name"],
-                       b["strategy"])
-            return "cpu", rk.rank, tid, b["s"]
-        self.piece(rk.rank, f"cpu {tid}", "communication", done["done_ns"], e, b["name"] or done["op"],
-                   b["strategy"] or done["strategy"])
-        if done["lane"] == "gpu" and done["stream"] is not None:
-            return "gpu", rk.rank, done["stream"], done["done_ns"]
-        return self.transfer(rk, done, b["s"], f"cpu {tid}", tid)
-
-    def waited_inside(self, rk: Rank, tid, after: int, upto: int):
-        """(the operation, the moment the wait began) when CPU thread ``tid`` of a CPU-only rank waited inside an op
-        in (after, upto] for an operation it issued, with no op recorded for the wait (a gloo Work's wait inside a
-        framework's hook): the latest such completion falls in that op's own time between its children, and was
-        released by another rank; the wait began where that stretch of own time did. None otherwise."""
-        if rk.gpu:
-            return None
-        done = latest(rk.done, rk.done_at, after, upto,
-                       lambda d: d["lane"] == "cpu" and d["tid"] == tid and d["released_by"] != rk.rank)
-        gap = rk.self_gap(tid, done["done_ns"]) if done is not None else None
-        return None if gap is None else (done, max(gap[0], after))
-
-    def transfer(self, rk: Rank, done: dict, floor: int, lane: str, tid):
-        """The transfer of ``done`` back to the moment it was released (not before ``floor``), then the releasing
-        rank at that moment when it is another, else this lane at ``floor``."""
-        released = min(done["released_ns"], done["done_ns"])
-        self.piece(rk.rank, lane, "communication", max(released, floor), done["done_ns"], done["op"], done["strategy"])
-        if released > floor and done["released_by"] != rk.rank:
-            peer = self.rank(done["released_by"])
-            op = peer.by_op.get(done["released_op"])
-            if op is not None and op["lane"] == "gpu" and op["stream"] is not None:
-                return "gpu", peer.rank, op["stream"], released
-            return "cpu", peer.rank, (op or {}).get("tid") or peer.main, released
-        if released > floor:  # released by this rank, late: its own call or execution was queued
-            self.piece(rk.rank, lane, "communication", floor, released, done["op"], done["strategy"])
-        return "cpu", rk.rank, tid if tid is not None else rk.main, floor
-
-    def gpu_step(self, rk: Rank, where, t: int):
-        """``where``: a stream (go on with its last activity to start at or before ``t``), or (stream, i): go on
-        with its i-th activity."""
-        stream, i = where if isinstance(where, tuple) else (where, None)
-        acts, starts = rk.streams.get(stream, []), rk.stream_starts.get(stream, [])
-        if i is None:
-            i = bisect.bisect_right(starts, t) - 1
-        lane = f"gpu {stream}"
-        if i < 0:
-            return "cpu", rk.rank, rk.main, t
-        k = acts[i]
-        if k["end_ns"] < t:
-            self.piece(rk.rank, lane, "device", k["end_ns"], t)
-            t = k["end_ns"]
-        done = rk.by_op.get(k["op_id"]) if k["op_id"] is not None else None
-        if done is not None and done["released_by"] != rk.rank and k["start_ns"] < done["released_ns"] < t:
-            self.piece(rk.rank, lane, "communication", done["released_ns"], t, k["name"], done["strategy"])
-            peer = self.rank(done["released_by"])
-            op = peer.by_op.get(done["released_op"])
-            if op is not None and op["stream"] is not None:
-                return "gpu", peer.rank, op["stream"], done["released_ns"]
-            return "cpu", peer.rank, peer.main, done["released_ns"]
-        cause = "communication" if k["op_id"] is not None else "compute" if k["kind"] == "compute" else "device"
-        self.piece(rk.rank, lane, cause, k["start_ns"], t, k["name"], done["strategy"] if done else None)
-        t = k["start_ns"]
-        return self.started(rk, stream, k, acts[i - 1] if i > 0 else None, t)
-
-    def started(self, rk: Rank, stream, k: dict, prev: dict | None, t: int):
-        """Why GPU activity ``k`` started at ``t``: after the one before it on its stream, after its launch, or, when
-        it started later than both, after the activity of another stream that ended last before it (an event)."""
-        lane = f"gpu {stream}"
-        ready = k["launch_end_ns"]
-        earliest = max(x for x in (prev["end_ns"] if prev else None, ready, -1) if x is not None)
-        dep = rk.latest_other_end(stream, earliest, t) if earliest >= 0 else None
-        if dep is not None:
-            self.piece(rk.rank, lane, "device", dep["end_ns"], t)
-            return "gpu", rk.rank, (dep["stream"], dep["i"]), dep["end_ns"]
-        if prev is not None and (ready is None or prev["end_ns"] >= ready):
-            self.piece(rk.rank, lane, "device", prev["end_ns"], t)
-            return "gpu", rk.rank, (stream, prev["i"]), min(prev["end_ns"], t)
-        if ready is None:
-            return "cpu", rk.rank, rk.main, t
-        self.piece(rk.rank, lane, "launch", k["launch_ns"], t, k["name"])
-        return "cpu", rk.rank, k["launch_tid"], k["launch_ns"]
-
-
-def graph_tables(con):
-    """The graph of vocabulary/critical_path.sql (its temporary tables and macros), made once per connection: the
-    critical path and the step graph (step_graph.py) both read it."""
-    made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'cp_completions'")
-    if not made.fetchone()[0]:
-        con.execute(sql_file("traceparse.vocabulary", "critical_path.sql"))
-
-
-def critical_path_section(con) -> dict:
+def critical_path_section(graphs: list[StepGraph]) -> dict:
     """The analyze document's ``critical_path``: ``{status, reason?, steps: [...], findings}``, one entry per step
-    every rank has a window for (a run without ProfilerStep#N: its whole-trace window, step null)."""
-    graph_tables(con)
-    steps = rows(con, """
-        SELECT step, arg_max(rank, (end_ns, -rank)) AS rank, max(end_ns) AS end_ns,
-               arg_max(start_ns, (end_ns, -rank)) AS start_ns, count(*) AS ranks
-        FROM step_windows GROUP BY step
-        HAVING count(*) = (SELECT count(DISTINCT rank) FROM step_windows)
-        ORDER BY step""")
-    if not steps:
+    graph (``step_graph.step_graphs``: each step every rank has a window for; a run without ProfilerStep#N: its
+    whole-trace window, step null)."""
+    if not graphs:
         return {"status": "not_applicable", "reason": "no step every rank has a window for", "steps": [],
                 "findings": []}
-    out = [_summary(s, Walk(con, s["step"], s["start_ns"], s["end_ns"]).run(s["rank"])) for s in steps]
+    out = []
+    for g in graphs:
+        s = {"step": g.step, "rank": g.end_rank(), "start_ns": g.start_ns(), "end_ns": g.end_ns()}
+        out.append(_summary(s, BindingPath(g, s["start_ns"]).run(s["rank"], s["end_ns"])))
     return {"status": "ok", "steps": out, "findings": _findings(out)}
 
 
 def window_path(con, rank: int, start_ns: int, end_ns: int) -> dict:
-    """The critical path of one window of one rank's time, walked back from ``end_ns`` on ``rank`` to ``start_ns``
-    (a user annotation's window, to set beside another tool's path over it), summarized as a step's (step null)."""
-    graph_tables(con)
+    """The critical path of one window of one rank's time, back from ``end_ns`` on ``rank`` to ``start_ns`` (a user
+    annotation's window, to set beside another tool's path over it), over the graph of that window on every rank,
+    summarized as a step's (step null)."""
+    ctx = context(con)
+    g = StepGraph(con, None, {r: (start_ns, end_ns) for r in ctx["ops"]}, ctx)
     return _summary({"step": None, "rank": rank, "start_ns": start_ns, "end_ns": end_ns},
-                    Walk(con, None, start_ns, end_ns).run(rank))
+                    BindingPath(g, start_ns).run(rank, end_ns))
 
 
 def totals(section: dict) -> dict:

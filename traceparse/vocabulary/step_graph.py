@@ -8,7 +8,8 @@ kernels, its kernels' starts and ends, its step window. Between two points of a 
 - a wait: a CPU thread blocked until something elsewhere completes (a communication operation released by its last
   member, the GPU activity a synchronization waited for, the op of another thread), replayed as
   ``max(start, what it waited for) + tail``, the tail being what the measured wait lasted after its dependency;
-- a kernel's start: after the kernel before it on its stream and its launch, with the lag measured after the later;
+- a kernel's start: after the kernel before it on its stream, its launch, and (when it started later than both) the
+  activity of another stream that ended last before it (an event), with the lag measured after the latest;
 - a communication kernel: ``max(start, released) + transfer``, released when the last member of the collective (or
   the matched peer of a point-to-point operation) arrived.
 
@@ -17,7 +18,8 @@ members, each arrival a point of the member's lane (the call that issued it, or 
 measured durations, every point comes out at its measured time: the graph holds every dependency the step had (the
 replay invariant, held by a test on every bundled run and public trace). A counterfactual changes durations and
 replays: what the step would have taken, so what a cause cost is the step's measured length less its replayed one,
-and causes that overlap are not counted twice. ``traceparse explain step_graph`` defines it.
+and causes that overlap are not counted twice. The critical path (critical_path.py) is the graph's binding path.
+``traceparse explain step_graph`` defines it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from traceparse.store.query import rows, sql_file
-from traceparse.vocabulary.critical_path import graph_tables, latest, own_gap, rank_rows
+from traceparse.vocabulary.graph_rows import graph_tables, latest, own_gap, rank_rows
 
 WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
 
@@ -38,8 +40,10 @@ class Lane:
     key: tuple  # ("cpu", tid) or ("gpu", stream)
     times: list = field(default_factory=list)  # measured points, sorted
     kinds: list = field(default_factory=list)  # kinds[k]: the stretch (times[k-1], times[k]] (kinds[0] unused)
-    deps: list = field(default_factory=list)  # deps[k]: what a wait / kernel start / comm kernel depends on
+    deps: list = field(default_factory=list)  # deps[k]: what a wait / comm kernel depends on (a kernel start: a list)
     names: list = field(default_factory=list)  # the op or kernel a work stretch is in (None: no op)
+    info: list = field(default_factory=list)  # what the path names: a wait's blocking interval, the communication
+    # call a stretch of work is in, a GPU activity
     fixed_before: int = 0  # points at or before this time are not replayed (before the window)
     out: list = field(default_factory=list)  # replayed times
 
@@ -50,8 +54,9 @@ class StepGraph:
     def __init__(self, con, step, windows: dict[int, tuple[int, int]], ctx: dict):
         self.step, self.windows, self.ctx = step, windows, ctx
         self.lanes: dict[tuple, Lane] = {}
+        lo = self.start_ns()  # lanes reach back to the step's start (points before a rank's window fixed)
         for r, (ws, we) in windows.items():
-            self._rank(con, r, ws, we)
+            self._rank(con, r, ws, we, min(ws, lo))
         for lane in self.lanes.values():
             self._finish(lane)
 
@@ -59,9 +64,13 @@ class StepGraph:
         """The step's measured end: the end of the last rank's window."""
         return max(we for _, we in self.windows.values())
 
+    def end_rank(self) -> int:
+        """The rank whose window ended last (the lowest of those that tie)."""
+        return max(self.windows, key=lambda r: (self.windows[r][1], -r))
+
     def start_ns(self) -> int:
         """The step's start: the start of the window of the rank that ended last (as its critical path's)."""
-        return self.windows[max(self.windows, key=lambda r: (self.windows[r][1], -r))][0]
+        return self.windows[self.end_rank()][0]
 
     # --- building -------------------------------------------------------------------------------------------------
 
@@ -71,14 +80,14 @@ class StepGraph:
             self.lanes[k] = Lane(rank, key, fixed_before=fixed_before)
         return self.lanes[k]
 
-    def _rank(self, con, r: int, ws: int, we: int):
+    def _rank(self, con, r: int, ws: int, we: int, lo: int):
         ctx = self.ctx
         main = ctx["main"].get(r)
-        ops = [o for o in ctx["ops"].get(r, []) if o["e"] > ws and o["s"] < we]
-        blocks = [b for b in ctx["blocking"].get(r, []) if b["e"] > ws and b["s"] < we]
+        ops = [o for o in ctx["ops"].get(r, []) if o["e"] > lo and o["s"] < we]
+        blocks = [b for b in ctx["blocking"].get(r, []) if b["e"] > lo and b["s"] < we]
         done = ctx["done"].get(r, [])
         done_at = [d["done_ns"] for d in done]
-        acts = [a for a in ctx["acts"].get(r, []) if a["end_ns"] > ws and a["start_ns"] < we]
+        acts = [a for a in ctx["acts"].get(r, []) if a["end_ns"] > lo and a["start_ns"] < we]
         acts_by_end = sorted(acts, key=lambda a: a["end_ns"])
         act_ends = [a["end_ns"] for a in acts_by_end]
         by_tid = defaultdict(list)
@@ -89,89 +98,102 @@ class StepGraph:
         tids = set(by_tid) | {b["tid"] for b in blocks}
         if main is not None:
             tids.add(main)
-        points = defaultdict(dict)  # tid -> {t: (kind, dependency, name)} of the stretch ending at t
+        points = defaultdict(dict)  # tid -> {t: (kind, dependency, name, info)} of the stretch ending at t
         waits = defaultdict(list)  # tid -> [(s, e)]
         for tid in tids:
             for o in by_tid.get(tid, []):
-                points[tid].setdefault(max(o["s"], ws), (WORK, None, None))
-                points[tid][min(o["e"], we)] = (WORK, None, o["name"])
-        found = []  # (tid, start, end, dependency)
+                points[tid].setdefault(max(o["s"], lo), (WORK, None, None, None))
+                points[tid][min(o["e"], we)] = (WORK, None, o["name"], None)
+        found = []  # (tid, start, end, dependency, the blocking interval)
         for b in blocks:
-            s, e = max(b["s"], ws), min(b["e"], we)
+            s, e = max(b["s"], lo), min(b["e"], we)
             dep = self._waited_for(r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends)
             if e > s and dep is not None:
-                found.append((b["tid"], s, e, dep))
+                found.append((b["tid"], s, e, dep, b))
         if not acts:  # a CPU-only rank also waits inside an op's own time, where no op records it (gloo)
-            found += [(tid, s, e, dep) for tid, s, e, dep in self._inside_waits(con, r, ws, we, done, tids)]
-        used = defaultdict(int)  # tid -> end of the last wait taken (waits do not overlap)
-        for tid, s, e, dep in sorted(found, key=lambda w: (w[1], w[2])):
-            if s < used[tid]:
+            found += self._inside_waits(con, r, lo, we, done, tids)
+        # waits do not overlap: one that ends later than the last taken on its thread goes on from that one's end
+        used = defaultdict(int)  # tid -> end of the last wait taken
+        for tid, s, e, dep, b in sorted(found, key=lambda w: (w[1], w[2])):
+            if e <= used[tid]:
                 continue
+            s = max(s, used[tid])
             used[tid] = e
-            points[tid].setdefault(s, (WORK, None, None))
-            points[tid][e] = (WAIT, dep, None)
+            points[tid].setdefault(s, (WORK, None, None, None))
+            points[tid][e] = (WAIT, dep, None, b)
             waits[tid].append((s, e))
+        calls = defaultdict(list)  # tid -> its communication calls by start; their bounds are points (the path
+        for b in blocks:           # names their time)
+            if b["kind"] not in ("gap", "sync") and b["tid"] in tids:
+                calls[b["tid"]].append(b)
+                for t in (max(b["s"], lo), min(b["e"], we)):
+                    points[b["tid"]].setdefault(t, (WORK, None, None, None))
         if main is not None:
-            points[main].setdefault(ws, (WORK, None, None))
-            points[main].setdefault(we, (WORK, None, None))
+            points[main].setdefault(ws, (WORK, None, None, None))
+            points[main].setdefault(we, (WORK, None, None, None))
         for d in done:  # the moment each operation was issued, a point of its thread
-            if d["lane"] == "cpu" and d["host_ts_ns"] is not None and ws <= d["host_ts_ns"] <= we and d["tid"] in tids:
-                points[d["tid"]].setdefault(d["host_ts_ns"], (WORK, None, None))
+            if d["lane"] == "cpu" and d["host_ts_ns"] is not None and lo <= d["host_ts_ns"] <= we and d["tid"] in tids:
+                points[d["tid"]].setdefault(d["host_ts_ns"], (WORK, None, None, None))
         for a in acts:  # each launch, a point of the launching thread
-            if a["launch_ns"] is not None and a["launch_tid"] in tids and ws <= a["launch_ns"] <= we:
-                points[a["launch_tid"]].setdefault(a["launch_ns"], (WORK, None, None))
+            if a["launch_ns"] is not None and a["launch_tid"] in tids and lo <= a["launch_ns"] <= we:
+                points[a["launch_tid"]].setdefault(a["launch_ns"], (WORK, None, None, None))
         for tid, pts in points.items():
             lane = self._lane(r, ("cpu", tid), ws)
+            call_starts = [b["s"] for b in calls[tid]]
             starts = [s for s, _ in sorted(waits[tid])]
             ends = [e for _, e in sorted(waits[tid])]
             op_list = by_tid.get(tid, [])
             op_starts = [o["s"] for o in op_list]
             for t in sorted(pts):
-                kind, dep, name = pts[t]
+                kind, dep, name, info = pts[t]
                 if kind == WORK:
                     i = bisect.bisect_left(ends, t)  # a point inside a wait replays as an offset in it
                     if i < len(starts) and starts[i] < t < ends[i]:
                         kind = INSIDE
-                    name = name if name is not None else _holder(op_list, op_starts, t)
+                    if name is None:
+                        name = (_holder(op_list, op_starts, t) or {}).get("name")
+                    info = _holder(calls[tid], call_starts, t)  # a communication call's own time
                 lane.times.append(t)
                 lane.kinds.append(kind)
                 lane.deps.append(dep)
                 lane.names.append(name)
+                lane.info.append(info)
         streams = defaultdict(list)
         for a in sorted(acts, key=lambda a: (a["start_ns"], a["end_ns"])):
             streams[a["stream"]].append(a)
         for stream, lst in streams.items():
             lane = self._lane(r, ("gpu", stream), ws)
-            for a in lst:
-                launch = ("cpu", r, a["launch_tid"], a["launch_ns"]) if a["launch_ns"] is not None else None
+            for i, a in enumerate(lst):
                 lane.times.append(a["start_ns"])
                 lane.kinds.append(KSTART)
-                lane.deps.append(launch)
+                lane.deps.append(_started_after(r, a, lst[i - 1] if i else None, acts_by_end, act_ends))
                 lane.names.append(None)
+                lane.info.append(a)
                 d = self.ctx["by_op"].get((r, a["op_id"])) if a["op_id"] is not None else None
                 lane.times.append(a["end_ns"])
                 lane.kinds.append(KCOMM if d is not None else WORK)
                 lane.deps.append(("comm", r, a["op_id"]) if d is not None else None)
                 lane.names.append(a["name"])
+                lane.info.append(a)
 
-    def _inside_waits(self, con, r, ws, we, done, tids) -> list:
-        """Waits of a CPU-only rank's threads inside an op's own time, between its children: an operation the thread
-        issued, released by another rank, completes there; the thread waited from where that stretch began (as the
-        critical path reads it: ``critical_path.Walk.waited_inside``)."""
+    def _inside_waits(self, con, r, lo, we, done, tids) -> list:
+        """Waits of a CPU-only rank's threads inside an op's own time, between its children, in (lo, we]: an
+        operation the thread issued, released by another rank, completes there; the thread waited from where that
+        stretch began (a gloo Work's wait inside a framework's hook, which records no op of its own)."""
         mine = [d for d in done if d["lane"] == "cpu" and d["tid"] in tids and d["released_by"] != r
-                and ws < d["done_ns"] <= we]
+                and lo < d["done_ns"] <= we]
         if not mine:
             return []
         nested = defaultdict(list)
         for e in rows(con, "SELECT tid, s, e FROM cp_cpu_events(?) WHERE e > ? AND s < ? ORDER BY s, e DESC",
-                      [r, ws, we]):
+                      [r, lo, we]):
             nested[e["tid"]].append(e)
         starts = {tid: [e["s"] for e in evs] for tid, evs in nested.items()}
         out = []
         for d in mine:
             gap = own_gap(nested.get(d["tid"], []), starts.get(d["tid"], []), d["done_ns"])
             if gap is not None and gap[0] < d["done_ns"]:
-                out.append((d["tid"], max(gap[0], ws), d["done_ns"], ("comm", r, d["op_id"])))
+                out.append((d["tid"], max(gap[0], lo), d["done_ns"], ("comm", r, d["op_id"]), None))
         return out
 
     def _waited_for(self, r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends):
@@ -185,8 +207,8 @@ class StepGraph:
             return ("release", r, own["op_id"])  # its own call, returned once its last peer arrived
         d = latest(done, done_at, s, e, lambda d: d["lane"] == "gpu" or d["tid"] in (None, tid))
         if d is not None:
-            if d["lane"] == "gpu" and d["stream"] is not None:
-                return ("gpu", r, d["stream"], d["done_ns"])
+            if d["lane"] == "gpu" and d["stream"] is not None:  # its kernel's end (the operation: what the path names)
+                return ("gpu", r, d["stream"], d["done_ns"], d["op_id"])
             return ("comm", r, d["op_id"])
         if b["kind"] == "gap":
             o = latest(ops_by_end, op_ends, s, e, lambda o: o["tid"] != tid)
@@ -197,7 +219,7 @@ class StepGraph:
     def _finish(self, lane: Lane):
         """Order the lane's points by time (a GPU stream's kernels may overlap)."""
         order = sorted(range(len(lane.times)), key=lambda i: (lane.times[i], i))
-        for attr in ("times", "kinds", "deps", "names"):
+        for attr in ("times", "kinds", "deps", "names", "info"):
             vals = getattr(lane, attr)
             setattr(lane, attr, [vals[i] for i in order])
         lane.out = [None] * len(lane.times)
@@ -245,9 +267,10 @@ class StepGraph:
             return []
         need = [(ln, i - 1)] if i and ln.out[i - 1] is None else []
         dep = ln.deps[i]
-        if dep is None or ln.kinds[i] in (WORK, INSIDE):
+        if not dep or ln.kinds[i] in (WORK, INSIDE):
             return need
-        return need + [p for p in self._dep_points(dep) if p[0].out[p[1]] is None]
+        deps = dep if ln.kinds[i] == KSTART else [dep]
+        return need + [p for d in deps for p in self._dep_points(d) if p[0].out[p[1]] is None]
 
     def _dep_points(self, dep) -> list:
         """The lane points a dependency's replayed time is read from."""
@@ -334,8 +357,8 @@ class StepGraph:
         t, kind, dep = ln.times[i], ln.kinds[i], ln.deps[i]
         if t <= ln.fixed_before or (i == 0 and kind != KSTART):
             return t
-        if kind == KSTART:  # after the kernel before it on its stream and its launch, the lag after the later kept
-            cands = ([(ln.out[i - 1], ln.times[i - 1])] if i else []) + ([self._dep_time(dep)] if dep else [])
+        if kind == KSTART:  # after the kernel before it on its stream, its launch and an event: the lag after the
+            cands = ([(ln.out[i - 1], ln.times[i - 1])] if i else []) + [self._dep_time(d) for d in dep]  # latest kept
             if not cands:
                 return t
             return max(c[0] for c in cands) + max(0, t - max(c[1] for c in cands))
@@ -363,10 +386,22 @@ class StepGraph:
         return base + (t - lane.times[j])
 
 
-def _holder(ops: list, starts: list, t: int):
-    """The name of the outermost op whose time the stretch ending at ``t`` lies in (None: no op)."""
+def _started_after(r, a, prev, acts_by_end, act_ends) -> list:
+    """What GPU activity ``a`` of rank ``r`` started after, besides the one before it on its stream (``prev``): its
+    launch, and, when it started later than both, the activity of another stream that ended last before it (an
+    event it waited for)."""
+    deps = [("cpu", r, a["launch_tid"], a["launch_ns"])] if a["launch_ns"] is not None else []
+    earliest = max(x for x in (prev["end_ns"] if prev else None, a["launch_end_ns"], -1) if x is not None)
+    event = latest(acts_by_end, act_ends, earliest, a["start_ns"], lambda o: o["stream"] != a["stream"]) \
+        if earliest >= 0 else None
+    return deps + ([("gpu", r, event["stream"], event["end_ns"])] if event is not None else [])
+
+
+def _holder(items: list, starts: list, t: int):
+    """The last of ``items`` (outermost ops, or calls; by start, ``starts`` theirs) to start before ``t`` when the
+    stretch ending at ``t`` lies in it; None otherwise."""
     i = bisect.bisect_left(starts, t) - 1
-    return ops[i]["name"] if i >= 0 and ops[i]["s"] < t <= ops[i]["e"] else None
+    return items[i] if i >= 0 and items[i]["s"] < t <= items[i]["e"] else None
 
 
 def context(con) -> dict:

@@ -1,6 +1,6 @@
--- The graph the critical path follows (traceparse/document/critical_path.py walks it backward from the end of each
--- step), from the vocabulary: where each CPU thread blocked, what each blocking call waited for, and which rank and
--- moment released each communication operation. Each object is a TEMP table of the connection.
+-- What the step graph (traceparse/vocabulary/step_graph.py) is built from, from the vocabulary: where each CPU thread
+-- blocked, what each blocking call waited for, and which rank and moment released each communication operation. Each
+-- object is a TEMP table of the connection.
 
 -- Point-to-point operations matched: the k-th send from a rank to a peer in a step with the k-th receive of that
 -- peer from that rank in the step (the pipeline's order). One row per side, with its partner: a transfer starts
@@ -56,7 +56,7 @@ WHERE o.done_ns IS NOT NULL;
 
 -- The CPU events of rank r's threads that the path reads: what a thread spends its time in (thread_work,
 -- store/macros.sql), not gloo's annotations of a transfer (gloo:*, which can sit on the calling thread and span the
--- work it overlaps). Macros over one rank: the walk reads a rank's lanes only when the path reaches it.
+-- work it overlaps). Macros over one rank: the step graph reads each rank once.
 CREATE OR REPLACE TEMP MACRO cp_cpu_events(r) AS TABLE
 SELECT tid, name, ts_ns AS s, ts_ns + dur_ns AS e, ev_id FROM events
 WHERE rank = r AND thread_work(cat, name, dur_ns) AND NOT starts_with(name, 'gloo:');
