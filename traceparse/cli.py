@@ -66,6 +66,8 @@ def layout_option(f):
 
 
 def _labels(_ctx, _param, items):
+    if not items:
+        return {}  # the history's modules are not imported for a run that records nothing
     from traceparse.history.store import parse_labels
 
     try:

@@ -268,6 +268,11 @@ def connect(path, full_access=False):
 
 
 BATCH_BYTES = 8 << 20
+# A process pool takes about POOL_START_S to start in a fresh process (its forkserver, the parse modules preloaded),
+# and a file about PARSE_S_PER_MB per MB on disk to parse and tabulate: measured on an idle 2-core machine
+# (docs/speed.md, Small runs)
+POOL_START_S = 0.5
+PARSE_S_PER_MB = {"gz": 0.6, "json": 0.03}
 
 
 def batches(files: list[Path], workers: int | None) -> list[list[int]]:
@@ -288,6 +293,14 @@ def batches(files: list[Path], workers: int | None) -> list[list[int]]:
     return out
 
 
+def _processes(files: list[Path]) -> int:
+    """How many processes parse ``files`` when the caller does not say: one per file up to the cores, or this one
+    alone when the parse the others would take off it is shorter than their pool's start (a small run)."""
+    n = min(len(files), os.cpu_count() or 1)
+    cost = sum(f.stat().st_size / 2**20 * PARSE_S_PER_MB["gz" if f.name.endswith(".gz") else "json"] for f in files)
+    return n if n > 1 and cost * (1 - 1 / n) > POOL_START_S else 1
+
+
 def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
     """Parse each file (on a pool when there are several, or on Ray), in batches (``batches``); the summaries in
     the order of ``files``. A file of ``in_folders`` whose start shows no trace gives
@@ -295,8 +308,8 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
     from traceparse.tagging.comm_kernels import comm_kernel_rules
 
     rules = comm_kernel_rules()  # read once, here: a bad rules file is one error, before any file is parsed
-    n = workers or min(len(files), os.cpu_count() or 1)
-    groups = batches(files, None if engine == "ray" else n)
+    n = workers or _processes(files)
+    groups = batches(files, None if engine == "ray" or n == 1 else n)
     n = min(n, len(groups))
     jobs = [([(i, files[i], files[i] in in_folders) for i in g], stage, b, rules) for b, g in enumerate(groups)]
     report_file = _progress_report(files, progress)

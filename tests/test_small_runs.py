@@ -1,0 +1,40 @@
+"""A small run is parsed in the calling process: a process pool takes longer to start than the parse it would spare
+(traceparse/load/run.py, ``_processes``; docs/speed.md, Small runs)."""
+
+import os
+
+from conftest import FIXTURE_RUNS
+
+from traceparse.load import run as load
+from traceparse.load.run import POOL_START_S, PARSE_S_PER_MB, load_run
+
+
+def sized(folder, sizes_mb: list[float], suffix: str) -> list:
+    out = []
+    for i, mb in enumerate(sizes_mb):
+        f = folder / f"rank{i}{suffix}"
+        with open(f, "wb") as fh:
+            fh.truncate(int(mb * 2**20))
+        out.append(f)
+    return out
+
+
+def test_the_pool_starts_only_when_it_spares_more_than_its_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # two processes spare half the parse: worth it from POOL_START_S of it
+    gz_mb = 2 * POOL_START_S / PARSE_S_PER_MB["gz"]  # in all, over the two files
+    assert load._processes(sized(tmp_path, [gz_mb * 0.4, gz_mb * 0.4], ".json.gz")) == 1
+    assert load._processes(sized(tmp_path, [gz_mb * 0.6, gz_mb * 0.6], ".json.gz")) == 2
+    json_mb = 2 * POOL_START_S / PARSE_S_PER_MB["json"]
+    assert load._processes(sized(tmp_path, [json_mb * 0.4, json_mb * 0.4], ".json")) == 1
+    assert load._processes(sized(tmp_path, [json_mb * 0.6, json_mb * 0.6], ".json")) == 2
+    assert load._processes(sized(tmp_path, [1000.0], ".json")) == 1  # one file: one process
+
+
+def test_a_small_run_loads_without_a_pool(tmp_path, monkeypatch):
+    def no_pool(*_a, **_k):
+        raise AssertionError("a pool was started for a small run")
+
+    monkeypatch.setattr(load, "ProcessPoolExecutor", no_pool)
+    path, _ = load_run([FIXTURE_RUNS / "ddp4"], db=tmp_path / "s.duckdb", use_cache=False)
+    assert path.is_file()

@@ -1,0 +1,29 @@
+"""The statistics behind the verdicts (traceparse/stats.py), against values worked out by hand."""
+
+import math
+
+import pytest
+
+from traceparse import stats
+
+
+def test_students_t_tail():
+    # one degree of freedom is the Cauchy distribution: P(T >= t) = 1/2 - atan(t) / pi
+    for t in (0.0, 1.0, 3.5, -2.0):
+        assert stats._t_sf(t, 1) == pytest.approx(0.5 - math.atan(t) / math.pi, rel=1e-12)
+    # two: P(T >= t) = (1 - t / sqrt(t^2 + 2)) / 2
+    for t in (0.5, 1.0, 10.0):
+        assert stats._t_sf(t, 2) == pytest.approx((1 - t / math.sqrt(t * t + 2)) / 2, rel=1e-12)
+    assert (stats._t_sf(math.inf, 5), stats._t_sf(-math.inf, 5)) == (0.0, 1.0)
+
+
+def test_binomial_and_poisson_binomial_tails():
+    assert stats._binomial_pmf(4, 0.5) == pytest.approx([1 / 16, 4 / 16, 6 / 16, 4 / 16, 1 / 16], rel=1e-12)
+    assert list(stats._binomial_pmf(3, 1.0)) == [0, 0, 0, 1]
+    long = stats._binomial_pmf(5000, 1 / 8)  # no overflow over a long run of trials
+    assert long.sum() == pytest.approx(1.0, rel=1e-9) and long.argmax() == 625
+    # last at 3 or more of 4 collectives of 2 ranks: (4 + 1) / 16
+    assert stats.last_tail([0.5] * 4, 3) == pytest.approx(5 / 16, rel=1e-12)
+    # one collective of 2 ranks and one of 4: last at both with 1/2 x 1/4; at one or more, 1 - 1/2 x 3/4
+    assert stats.last_tail([0.5, 0.25], 2) == pytest.approx(1 / 8, rel=1e-12)
+    assert stats.last_tail([0.5, 0.25], 1) == pytest.approx(5 / 8, rel=1e-12)
