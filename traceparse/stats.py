@@ -76,14 +76,14 @@ def _binomial_pmf(n: int, p: float):
     """P(X = k) for k = 0..n, X binomial with ``n`` trials of success probability ``p`` (in log space: no
     overflow for long runs of trials)."""
     import numpy as np
+    from scipy.special import gammaln
 
     if p >= 1 or p <= 0:
         out = np.zeros(n + 1)
         out[n if p >= 1 else 0] = 1.0
         return out
     k = np.arange(n + 1)
-    log_comb = np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(n + 1)])
-    return np.exp(log_comb + k * math.log(p) + (n - k) * math.log1p(-p))
+    return np.exp(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p))
 
 
 def top_share_tail(spells: list[tuple[int, float]], n: int, draws: int = 4000, seed: int = 0) -> float | None:
