@@ -93,3 +93,19 @@ def test_no_cache_keeps_no_document(traces, isolated_dirs, tmp_path, monkeypatch
     assert [p.name[len("mine.duckdb."):-len(".json")].split("-")[0] for p in tmp_path.glob("mine.duckdb.*.json")] == ["tags"]
     never_built(monkeypatch)
     assert run("tags", "--format", "json", "--db", db, traces) == first
+
+
+def test_a_cached_analyze_opens_no_store(traces, isolated_dirs):
+    """A repeated analyze of a cached store reads its kept document from the cache entry's stamp alone: in a fresh
+    process, DuckDB is never imported, and the report is the first one's."""
+    import subprocess
+    import sys
+
+    first = run("analyze", traces, "--format", "json")
+    code = ("import sys; from traceparse.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "assert 'duckdb' not in sys.modules, 'DuckDB imported'")
+    again = subprocess.run([sys.executable, "-c", code, "analyze", str(traces), "--format", "json"],
+                           env={**os.environ, "TRACEPARSE_CACHE": str(isolated_dirs["cache"])},
+                           capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout) == first

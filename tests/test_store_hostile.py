@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from traceparse.cli import main
+from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run, open_run
 from traceparse.store.parts import LOCK, folder_of, sweep
 
@@ -144,6 +145,32 @@ FOREIGN = {
     "schema_with_a_view": "CREATE SCHEMA other; CREATE VIEW other.v AS SELECT 42",
     "column_default": "CREATE TABLE extra (a INTEGER DEFAULT 3)",
 }
+
+
+def test_the_own_catalog_is_the_schemas_and_the_macros():
+    """trust.vet makes its own catalog from the macros alone: the tables of the schema define no view, macro or
+    column expression, so the catalog of the whole schema is the same."""
+    from traceparse.store.query import sql_file
+    from traceparse.store.schema import ddl
+    from traceparse.store.trust import _catalogs
+
+    catalogs = []
+    for statements in ([ddl(), sql_file("traceparse.store", "macros.sql")], [sql_file("traceparse.store", "macros.sql")]):
+        con = duckdb.connect()
+        for q in statements:
+            con.execute(q)
+        catalogs.append(_catalogs(con, ["memory"])["memory"])
+        con.close()
+    assert catalogs[0] == catalogs[1] and len(catalogs[0]) > 0
+
+
+def test_a_store_changed_after_it_was_vetted_is_vetted_again(base, tmp_path):
+    """One process vets an unchanged file once (trust.vet): a store given code after that is refused all the same."""
+    store = copy_store(base, tmp_path / "given")
+    connect(store).close()
+    edit(store, FOREIGN["view_over_a_table"])
+    with pytest.raises(TraceError, match="not traceparse's"):
+        connect(store)
 
 
 @pytest.mark.parametrize("command", ["sql", "compare"])

@@ -25,12 +25,30 @@ def _open(paths, db, no_cache, allow_mixed, progress=None, full_access=False):
     from traceparse.load.run import connect, open_run
 
     if paths:
-        engine = click.get_current_context().meta.get("traceparse.engine", {})
-        if engine.get("address") and engine.get("engine") != "ray":
-            raise click.UsageError("--address names a Ray cluster: it needs --engine ray")
+        engine = _engine_options()
         return open_run(paths, db=db, use_cache=not no_cache, allow_mixed=allow_mixed, progress=progress,
                         full_access=full_access, **engine)
     return closing(connect(db, full_access=full_access))
+
+
+def _engine_options() -> dict:
+    """The load's options that store_options sets aside (--engine, --address, --stage, --window), checked."""
+    engine = click.get_current_context().meta.get("traceparse.engine", {})
+    if engine.get("address") and engine.get("engine") != "ray":
+        raise click.UsageError("--address names a Ray cluster: it needs --engine ray")
+    return engine
+
+
+def _kept_analysis(paths, db, no_cache, allow_mixed, top, stated):
+    """The analyze document kept for the cached store of ``paths``, read without opening the store (nor importing
+    DuckDB); None when the store or its document would be built (traceparse.document.cache)."""
+    from traceparse.document import kept_analysis
+    from traceparse.load.run import kept_store
+
+    if db or no_cache:
+        return None
+    hit = kept_store(paths, allow_mixed, _engine_options().get("window"))
+    return hit and kept_analysis(*hit, top, stated)
 
 
 def _engine(ctx, param, value):
@@ -213,10 +231,12 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, full, layout, fail_on, c
     from traceparse.progress import load_bar
 
     stated = parse_stated(layout)
-    with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
-        if bar:
-            bar.close()  # loaded: the bar is gone before anything else is printed
-        doc = analyze_document(con, top, stated, not no_cache)
+    doc = _kept_analysis(paths, db, no_cache, allow_mixed, top, stated)
+    if doc is None:
+        with load_bar(quiet or fmt == "json") as bar, _open(paths, db, no_cache, allow_mixed, bar) as con:
+            if bar:
+                bar.close()  # loaded: the bar is gone before anything else is printed
+            doc = analyze_document(con, top, stated, not no_cache)
     for issue in doc["load_issues"]:
         if issue["severity"] != "info":
             click.echo(f"traceparse: {issue['severity']}: {shown(issue['file'] or 'run')}: {shown(issue['what'])}", err=True)

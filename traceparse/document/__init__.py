@@ -102,8 +102,20 @@ def analyze_document(con, top=TOP, stated=None, use_cache=True) -> dict:
     share one kept document."""
     from traceparse.document.cache import cached
 
-    stated = stated or {}
-    return cached(con, "analyze", {"top": top, "stated": stated}, lambda: document(con, top, stated), use_cache)
+    return cached(con, "analyze", _options(top, stated), lambda: document(con, top, stated or {}), use_cache)
+
+
+def kept_analysis(store, load_key, top=TOP, stated=None) -> dict | None:
+    """The analyze document kept for the cache entry ``store`` made for ``load_key`` (``load.run.kept_store``),
+    read without opening the store; None when none is kept."""
+    from traceparse.document.cache import kept
+
+    return kept(store, load_key, "analyze", _options(top, stated))
+
+
+def _options(top, stated) -> dict:
+    """What the analyze document depends on besides the store."""
+    return {"top": top, "stated": stated or {}}
 
 
 def analyze(paths, layout=None, top=TOP, db=None, use_cache=True, allow_mixed=False) -> dict:

@@ -22,13 +22,24 @@ def store_file(con) -> Path | None:
     return Path(rows[0][0]) if rows and rows[0][0] else None
 
 
-def _digest(con, store: Path, kind: str, options: dict) -> str:
+def _kept_path(store: Path, load_key: str | None, kind: str, options: dict) -> Path:
+    """Where the document of ``kind`` and ``options`` of the store file ``store`` (its ``meta`` key ``load_key``)
+    is kept."""
     from traceparse.load.run import code_identity
 
     st = store.stat()
-    load_key = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
-    return hashlib.sha256(json.dumps([__version__, code_identity(), load_key and load_key[0], st.st_size,
-                                      st.st_mtime_ns, kind, options], sort_keys=True, default=str).encode()).hexdigest()[:20]
+    digest = hashlib.sha256(json.dumps([__version__, code_identity(), load_key, st.st_size, st.st_mtime_ns, kind,
+                                        options], sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return store.with_name(f"{store.name}.{kind}-{digest}.json")
+
+
+def kept(store: Path, load_key: str, kind: str, options: dict) -> dict | None:
+    """The document kept for the store file ``store`` made for ``load_key`` (a cache entry known from its stamp:
+    ``load.run.kept_store``), read without opening the store; None when none is kept."""
+    try:
+        return json.loads(_kept_path(store, load_key, kind, options).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
@@ -38,7 +49,8 @@ def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     store = store_file(con) if keep else None
     if store is None:
         return build()
-    path = store.with_name(f"{store.name}.{kind}-{_digest(con, store, kind, options)}.json")
+    load_key = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
+    path = _kept_path(store, load_key and load_key[0], kind, options)
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

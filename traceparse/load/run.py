@@ -6,6 +6,7 @@ into place only when complete, so a failed load leaves nothing half-written.
 
 import atexit
 import hashlib
+import json
 import multiprocessing
 import os
 import re
@@ -28,7 +29,7 @@ from traceparse.load.parse import parse_batch
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, detach, folder_of, new_build, publish, release, stored, sweep
+from traceparse.store.parts import LOCK, TOKEN, detach, folder_of, new_build, publish, release, stored, sweep
 from traceparse.store.schema import SCHEMA_VERSION
 from traceparse.store.trust import openable, writable_by_duckdb
 
@@ -57,6 +58,15 @@ def store_key(files: list[Path], allow_mixed: bool, window: int | None = None) -
         st = f.stat()
         h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:24]
+
+
+def kept_store(paths, allow_mixed=False, window=None) -> tuple[Path, str] | None:
+    """(cache entry, key) of the store ``load_run`` would reuse for ``paths`` and these options, when it is there
+    (``_cache_hit``: read from its stamp, the store not opened); None when it would be built."""
+    files, _ = expand_inputs(paths)
+    key = store_key(files, allow_mixed, parse_window(window))
+    entry = openable(cache_dir() / f"{key}.duckdb")
+    return (entry, key) if _cache_hit(entry, key) else None
 
 
 def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, progress=None, engine="local",
@@ -151,7 +161,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             shutil.copyfile(work / "run.duckdb", tmp)
         publish(tmp, target)
         if db is None and use_cache:
-            _stamp(target, meta.get("parts"))
+            _stamp(target, key, meta.get("parts"))
         done = True
     finally:
         if stage != build:
@@ -207,22 +217,27 @@ def _stamp_text(entry: Path, token: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _stamp(entry: Path, token: str | None):
-    """Record the size and time of a cache entry as written, and its build folder's files: a later change (cut
-    off, overwritten in part) makes it differ, and the entry is built again instead of failing mid-report."""
-    _stamp_path(entry).write_text(_stamp_text(entry, token))
+def _stamp(entry: Path, key: str, token: str | None):
+    """Record what a cache entry was made for (its key and build folder), and its size and time as written, and its
+    build folder's files: a later change (cut off, overwritten in part) makes it differ, and the entry is built
+    again instead of failing mid-report."""
+    _stamp_path(entry).write_text(json.dumps([key, token]) + "\n" + _stamp_text(entry, token))
 
 
 def _cache_hit(entry: Path, key: str) -> bool:
     """The cache entry is the store of ``key``: a regular file, with no journal beside it (traceparse closes its
-    stores clean), made for ``key``, as stamped (its build folder included), and its build folder there."""
+    stores clean), stamped as made for ``key`` and unchanged since (its build folder included), and its build folder
+    there. Read from the stamp alone: the store itself is opened once, by its reader, and checked then
+    (``trust.vet``)."""
     try:
         if not (entry.is_file() and not entry.is_symlink() and not Path(str(entry) + ".wal").exists()):
             return False
-        stamp = _stamp_path(entry).read_text()
-        made_for, token = stored(entry)
-        return made_for == key and stamp == _stamp_text(entry, token) and _parts_there(entry, token)
-    except (OSError, TraceError):  # TraceError: an entry refused as a store (changed by hand): built again
+        made, _, stamp = _stamp_path(entry).read_text().partition("\n")
+        made_for, token = json.loads(made)
+        if made_for != key or not (token is None or (isinstance(token, str) and TOKEN.fullmatch(token))):
+            return False
+        return stamp == _stamp_text(entry, token) and _parts_there(entry, token)
+    except (OSError, ValueError):  # no stamp, or one of an older traceparse (ValueError: not JSON): built again
         return False
 
 

@@ -14,15 +14,13 @@ DuckDB's full access (files, extensions) for that query.
 
 import glob
 import os
-from functools import cache
 from pathlib import Path
 
-import duckdb
-
 from traceparse.errors import TraceError
+from traceparse.store.query import sql_file
 
 ALIAS = "store"  # the name the store is attached under when its file name is not a plain one
-RESERVED = {"memory", "system", "temp", "main"}
+RESERVED = {"memory", "system", "temp", "main", "traceparse_own_catalog"}  # the last: vet's
 NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 NOT_A_STORE = "not a traceparse store (no such file, or not made by traceparse)"
 
@@ -90,6 +88,8 @@ def open_store(store, full_access: bool = False):
     """A read-only connection to the store file ``store`` (settings of ``duckdb_config``), checked (``vet``).
     DuckDB's errors (no such file, not a DuckDB file, a damaged one) are raised as they are; a DuckDB file without
     a store's ``meta`` table is ``NotAStore``. ``confine`` it once its build folder is known, then ``lock`` it."""
+    import duckdb  # here: a cached document is read without it (traceparse.document.cache.kept)
+
     given, store = store, Path(openable(store)).absolute()
     limits = duckdb_config()
     config = {**limits, **NO_EXTENSIONS, "temp_directory": f"{store}.tmp"}
@@ -146,38 +146,63 @@ def has_meta(con) -> bool:
 
 def vet(con, store):
     """Refuse (``TraceError``) a store holding a view, a macro or a column expression that traceparse's schema does
-    not define: each would run a query of its maker's on read. Reads the catalog only, nothing of the store's."""
-    own = _own_catalog()
-    for kind, name, definition in _catalog(con):
-        if (kind, name, definition) not in own:
-            raise TraceError(store, f"holds a {kind} {name} that is not traceparse's (a store is read as data only, "
-                             "never as code); refused: load the traces again into a store of your own")
+    not define: each would run a query of its maker's on read. Reads the catalog only, nothing of the store's. A
+    file this process has vetted and that is unchanged since (``_identity``: the same file, size and times) is
+    not read again."""
+    identity = _identity(store)
+    if identity is not None and identity in _VETTED:
+        return
+    database = con.execute("SELECT current_database()").fetchone()[0]
+    own = _OWN.get("catalog")
+    if own is None:  # traceparse's own, read in the same query as the store's (each reading costs 20 ms)
+        con.execute(f"ATTACH ':memory:' AS {OWN}")
+        try:
+            con.execute(f"USE {OWN}")
+            con.execute(sql_file("traceparse.store", "macros.sql"))
+            con.execute(f'USE "{database}"')
+            catalogs = _catalogs(con, [database, OWN])
+        finally:
+            con.execute(f'USE "{database}"')
+            con.execute(f"DETACH {OWN}")
+        own = _OWN.setdefault("catalog", catalogs[OWN])
+    else:
+        catalogs = _catalogs(con, [database])
+    foreign = sorted(catalogs[database] - own)
+    if foreign:
+        kind, name, _ = foreign[0]
+        raise TraceError(store, f"holds a {kind} {name} that is not traceparse's (a store is read as data only, "
+                         "never as code); refused: load the traces again into a store of your own")
+    if identity is not None and identity == _identity(store):  # not changed while it was read
+        _VETTED.add(identity)
 
 
-def _catalog(con) -> list[tuple[str, str, str]]:
-    """(kind, name, definition) of every view, macro and column expression of the current database."""
-    where = "database_name = current_database()"
-    views = con.execute(f"SELECT schema_name, view_name, sql FROM duckdb_views() WHERE {where} AND NOT internal")
-    out = [("view", f"{s}.{n}", sql) for s, n, sql in views.fetchall()]
-    macros = con.execute("SELECT schema_name, function_name, function_type, parameters::VARCHAR, macro_definition "
-                         f"FROM duckdb_functions() WHERE {where} AND NOT internal")
-    out += [("macro", f"{s}.{n}", f"{kind}({params}) {body}") for s, n, kind, params, body in macros.fetchall()]
-    cols = con.execute("SELECT schema_name, table_name, column_name, column_default FROM duckdb_columns() "
-                       f"WHERE {where} AND column_default IS NOT NULL")
-    out += [("column expression", f"{s}.{t}.{c}", d) for s, t, c, d in cols.fetchall()]
-    return out
+# traceparse's own catalog (vet), as this DuckDB renders it: its macros alone, as the schema's tables define no view,
+# macro or column expression (``schema.ddl``; a test holds it); made once per process, in a database of this name
+OWN = "traceparse_own_catalog"
+_OWN: dict[str, frozenset] = {}
+_VETTED: set[tuple] = set()
 
 
-@cache
-def _own_catalog() -> frozenset:
-    """What traceparse's schema and macros define, as ``_catalog`` reads it (this DuckDB's rendering)."""
-    from traceparse.store.query import sql_file
-    from traceparse.store.schema import ddl
-
-    con = duckdb.connect()
+def _identity(store) -> tuple | None:
+    """(device, inode, size, modification and change times in ns) of the file ``store``, by its real path; a
+    change of its content changes the change time, which no user can set. None when it cannot be read."""
     try:
-        con.execute(ddl())
-        con.execute(sql_file("traceparse.store", "macros.sql"))
-        return frozenset(_catalog(con))
-    finally:
-        con.close()
+        st = os.stat(os.path.realpath(store))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _catalogs(con, databases: list[str]) -> dict[str, frozenset]:
+    """Per database of ``databases``: (kind, name, definition) of every view, macro and column expression."""
+    where = "database_name IN (SELECT unnest(?::VARCHAR[]))"
+    views = con.execute("SELECT database_name, schema_name, view_name, sql FROM duckdb_views() "
+                        f"WHERE {where} AND NOT internal", [databases])
+    out = [(d, "view", f"{s}.{n}", sql) for d, s, n, sql in views.fetchall()]
+    macros = con.execute("SELECT database_name, schema_name, function_name, function_type, parameters::VARCHAR, "
+                         f"macro_definition FROM duckdb_functions() WHERE {where} AND NOT internal", [databases])
+    out += [(d, "macro", f"{s}.{n}", f"{kind}({params}) {body}") for d, s, n, kind, params, body in macros.fetchall()]
+    cols = con.execute("SELECT database_name, schema_name, table_name, column_name, column_default "
+                       f"FROM duckdb_columns() WHERE {where} AND column_default IS NOT NULL", [databases])
+    out += [(d, "column expression", f"{s}.{t}.{c}", e) for d, s, t, c, e in cols.fetchall()]
+    return {db: frozenset(row[1:] for row in out if row[0] == db) for db in databases}
