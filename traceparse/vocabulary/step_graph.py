@@ -54,6 +54,7 @@ class StepGraph:
     def __init__(self, con, step, windows: dict[int, tuple[int, int]], ctx: dict):
         self.step, self.windows, self.ctx = step, windows, ctx
         self.lanes: dict[tuple, Lane] = {}
+        self.order: list | None = None  # every (lane, point index) by measured time (replay)
         lo = self.start_ns()  # lanes reach back to the step's start (points before a rank's window fixed)
         for r, (ws, we) in windows.items():
             self._rank(con, r, ws, we, min(ws, lo))
@@ -236,15 +237,35 @@ class StepGraph:
         self.memo_comm = {}
         for lane in self.lanes.values():
             lane.out = [None] * len(lane.times)
-        order = sorted(((t, n, k) for n, lane in enumerate(self.lanes.values()) for k, t in enumerate(lane.times)))
-        lanes = list(self.lanes.values())
-        for _, n, k in order:
-            self._value(lanes[n], k)
+        if self.order is None:
+            self.order = self._by_time()
+        compute, scale = self._compute, self.scale
+        for ln, k in self.order:  # by measured time: what a point needs is almost always replayed before it; what
+            out = ln.out  # is not yet, _at replays first (_value)
+            if out[k] is not None:
+                continue
+            if k and ln.kinds[k] == WORK and ln.times[k] > ln.fixed_before:  # _work, inline: most points
+                t, prev_t = ln.times[k], ln.times[k - 1]
+                out[k] = out[k - 1] + ((t - prev_t) if scale is None else
+                                       round((t - prev_t) * scale(ln.rank, ln.key, ln.names[k], prev_t, t)))
+            else:
+                out[k] = compute(ln, k)
         ranks = {}
         for r, (_, we) in self.windows.items():
             main = self.lanes.get((r, "cpu", self.ctx["main"].get(r)))
             ranks[r] = self._at(main, we) if main is not None else we
         return {"end_ns": max(ranks.values()), "ranks": ranks}
+
+    def _by_time(self) -> list:
+        """Every point as (lane, index), by measured time, then lane, then index (numpy's stable sort)."""
+        import numpy as np
+
+        lanes = list(self.lanes.values())
+        times = np.fromiter((t for lane in lanes for t in lane.times), np.int64)
+        which = np.repeat(np.arange(len(lanes)), [len(lane.times) for lane in lanes])
+        index = np.concatenate([np.arange(len(lane.times)) for lane in lanes]) if lanes else np.zeros(0, np.int64)
+        order = np.lexsort((index, which, times))
+        return [(lanes[n], k) for n, k in zip(which[order].tolist(), index[order].tolist())]
 
     def _value(self, lane: Lane, k: int) -> int:
         stack = [(lane, k)]
@@ -354,36 +375,51 @@ class StepGraph:
         return (self._at(lane, dep[3]) if lane is not None else dep[3]), dep[3]
 
     def _compute(self, ln: Lane, i: int) -> int:
-        t, kind, dep = ln.times[i], ln.kinds[i], ln.deps[i]
+        t, kind = ln.times[i], ln.kinds[i]
         if t <= ln.fixed_before or (i == 0 and kind != KSTART):
             return t
+        if kind == WORK:
+            return self._work(ln, i)
+        dep = ln.deps[i]
         if kind == KSTART:  # after the kernel before it on its stream, its launch and an event: the lag after the
-            cands = ([(ln.out[i - 1], ln.times[i - 1])] if i else []) + [self._dep_time(d) for d in dep]  # latest kept
-            if not cands:
-                return t
-            return max(c[0] for c in cands) + max(0, t - max(c[1] for c in cands))
+            got, measured = (ln.out[i - 1], ln.times[i - 1]) if i else (None, None)  # latest kept
+            for d in dep:
+                g, m = self._dep_time(d)
+                got = g if got is None or g > got else got
+                measured = m if measured is None or m > measured else measured
+            return t if got is None else got + max(0, t - measured)
         prev, prev_t = ln.out[i - 1], ln.times[i - 1]
         if kind == INSIDE:
             return prev + (t - prev_t)
-        if kind == WORK or dep is None:
-            f = self.scale(ln.rank, ln.key, ln.names[i], prev_t, t) if self.scale else 1.0
-            return prev + round((t - prev_t) * f)
+        if dep is None:
+            return self._work(ln, i)
         got, measured = self._dep_time(dep)  # a wait or a communication kernel: after what it waited for
         tail = max(0, t - max(prev_t, measured))
         if dep[0] == "release":  # a call that returned once its last peer arrived: the rest is its transfer
             tail = self._transfer(self.ctx["by_op"][(dep[1], dep[2])], tail)
         return max(prev, got) + tail
 
+    def _work(self, ln: Lane, i: int) -> int:
+        """Point i of ``ln`` ends a stretch of work (or of time in no op): the point before it, then the stretch's
+        measured length, scaled."""
+        t, prev_t = ln.times[i], ln.times[i - 1]
+        if self.scale is None:
+            return ln.out[i - 1] + (t - prev_t)
+        return ln.out[i - 1] + round((t - prev_t) * self.scale(ln.rank, ln.key, ln.names[i], prev_t, t))
+
     def _at(self, lane: Lane, t: int) -> int:
         """The replayed time of measured moment ``t`` on ``lane``."""
-        j = bisect.bisect_right(lane.times, t) - 1
+        times = lane.times
+        j = bisect.bisect_right(times, t) - 1
         if j < 0:
             return t
-        base = lane.out[j] if lane.out[j] is not None else self._value(lane, j)
-        if j + 1 < len(lane.times) and lane.kinds[j + 1] == WORK and self.scale:
-            f = self.scale(lane.rank, lane.key, lane.names[j + 1], lane.times[j], lane.times[j + 1])
-            return base + round((t - lane.times[j]) * f)
-        return base + (t - lane.times[j])
+        base = lane.out[j]
+        if base is None:
+            base = self._value(lane, j)
+        if self.scale is not None and j + 1 < len(times) and lane.kinds[j + 1] == WORK:
+            f = self.scale(lane.rank, lane.key, lane.names[j + 1], times[j], times[j + 1])
+            return base + round((t - times[j]) * f)
+        return base + (t - times[j])
 
 
 def _started_after(r, a, prev, acts_by_end, act_ends) -> list:
