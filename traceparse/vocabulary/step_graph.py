@@ -265,7 +265,7 @@ class StepGraph:
         which = np.repeat(np.arange(len(lanes)), [len(lane.times) for lane in lanes])
         index = np.concatenate([np.arange(len(lane.times)) for lane in lanes]) if lanes else np.zeros(0, np.int64)
         order = np.lexsort((index, which, times))
-        return [(lanes[n], k) for n, k in zip(which[order].tolist(), index[order].tolist())]
+        return [(lanes[n], k) for n, k in zip(which[order].tolist(), index[order].tolist(), strict=True)]
 
     def _value(self, lane: Lane, k: int) -> int:
         stack = [(lane, k)]
