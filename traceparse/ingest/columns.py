@@ -99,6 +99,12 @@ MAX_EXPONENT = 30
 _PLAIN = r"^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,3})?$"  # the common case, converted column-wise
 _NUMBER = re.compile(rb"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _STEP = re.compile(r"#([0-9]+)")
+# Kineto's category names before PyTorch 1.11 (1.8 to 1.10: the TensorBoard plugin's samples), read as today's
+OLD_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
+                  "Memset": "gpu_memset"}
+OLD_CATEGORIES_READ = ("event(s) with Kineto's category names of PyTorch 1.8 to 1.10 (Operator, Runtime, Kernel, "
+                       "Memcpy, Memset): read as today's (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)")
+NOTES = {OLD_CATEGORIES_READ}  # what the columns count that is no loss: said as information, not a warning
 
 
 def ints(values, bounds=INT64, problems=None, label=None) -> pa.Array:
@@ -282,19 +288,33 @@ def _events(ev, ts, first_id, problems):
     return pa.Table.from_arrays(
         [
             pa.array(range(first_id, first_id + len(ev)), pa.int64()),
-            strs([e.cat for e in ev]),
+            _categories(strs([e.cat for e in ev]), problems),
             strs([e.name for e in ev]),
             ints([e.pid for e in ev], IDS, problems, "pid"),
             ints([e.tid for e in ev], IDS, problems, "tid"),
             ts,
             dur,
-            ints([a.external_id for a in args], IDS, problems, "args.External id"),
+            ints([a.external_id if a.external_id is not None else a.external_id_old for a in args], IDS, problems,
+                 "args.External id"),
             ints([a.correlation for a in args], IDS, problems, "args.correlation"),
             ints([a.stream for a in args], IDS, problems, "args.stream"),
             ints([a.device for a in args], IDS, problems, "args.device"),
         ],
         schema=EVENTS,
     )
+
+
+def _categories(cats: pa.Array, problems) -> pa.Array:
+    """The category column, Kineto's names before PyTorch 1.11 (``OLD_CATEGORIES``) read as today's, counted."""
+    old = pc.fill_null(pc.is_in(cats, value_set=_OLD), False)
+    n = pc.sum(old).as_py() if len(cats) else 0
+    if not n:
+        return cats
+    problems[OLD_CATEGORIES_READ] += n
+    return pc.if_else(old, pc.take(_NEW, pc.index_in(cats, value_set=_OLD)), cats)
+
+
+_OLD, _NEW = pa.array(list(OLD_CATEGORIES)), pa.array(list(OLD_CATEGORIES.values()))
 
 
 def _comm_args(args, first_id, problems):

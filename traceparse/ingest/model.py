@@ -24,6 +24,7 @@ def _raw(name: str):
 
 class Args(msgspec.Struct):
     external_id: Any = _arg("External id")
+    external_id_old: Any = _arg("external id")  # Kineto's spelling before PyTorch 1.11, on GPU activities and runtime
     correlation: Any = None
     stream: Any = None
     device: Any = None

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from traceparse.errors import TraceError, shown
-from traceparse.ingest.columns import COMM_ARGS, EVENTS, MEMORY, OP_ARGS, THREADS, event_tables
+from traceparse.ingest.columns import COMM_ARGS, EVENTS, MEMORY, NOTES, OP_ARGS, THREADS, event_tables
 from traceparse.ingest.plugin_metadata import read_metadata
 from traceparse.ingest.split import TraceSplitter
 
@@ -85,7 +85,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None, steps=()):
         issues.append(("warning", f"baseTimeNanoseconds {base_time} plus the latest timestamp is beyond 2^62 ns; "
                                   "timestamps taken as written", 1))
         base_time = None
-    issues += [("warning", f"{n} {what}", n) for what, n in splitter.problems.items()]
+    issues += [("info" if what in NOTES else "warning", f"{n} {what}", n) for what, n in splitter.problems.items()]
     if splitter.salvage:
         s = splitter.salvage
         issues.append(
