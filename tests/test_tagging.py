@@ -103,8 +103,8 @@ def test_layout_command_checks_a_stated_layout(tmp_path):
         pytest.skip("fixture run dp2_tp2 not generated")
     r = CliRunner().invoke(main, ["layout", str(run), "--layout", "dp=2,tp=4,kv_heads=1", "--format", "json",
                                   "--db", str(tmp_path / "s.duckdb")])
-    assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    assert r.exit_code == 1, r.output  # tp contradicts the trace (tests/test_layout_exit.py)
+    doc = json.loads(r.stdout)
     status = {c["key"]: c["status"] for c in doc["layout_check"]["stated"]}
     assert status == {"dp": "agrees", "tp": "contradicts"}
     assert any("key/value heads" in w for w in doc["layout_check"]["lint"])

@@ -358,6 +358,11 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "layout", {"stated": stated}, lambda: layout_document(con, stated), not no_cache)
     click.echo(json_text(doc) if fmt == "json" else render_layout(doc))
+    wrong = [c for c in doc["layout_check"]["stated"] if c["status"] == "contradicts" and c["source"] == "stated"]
+    if wrong:
+        click.echo("traceparse: --layout contradicts the trace: " + ", ".join(
+            f"{c['key']} = {shown(str(c['stated']))} (inferred {shown(str(c['inferred']))})" for c in wrong), err=True)
+        sys.exit(1)
 
 
 @main.command()

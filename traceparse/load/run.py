@@ -65,6 +65,7 @@ def kept_store(paths, allow_mixed=False, window=None) -> tuple[Path, str] | None
     (``_cache_hit``: read from its stamp, the store not opened); None when it would be built."""
     files, _ = expand_inputs(paths)
     key = store_key(files, allow_mixed, parse_window(window))
+    remove_stale_leftovers()  # as load_run does: what a killed process left in the cache goes on any read of it
     entry = openable(cache_dir() / f"{key}.duckdb")
     return (entry, key) if _cache_hit(entry, key) else None
 
