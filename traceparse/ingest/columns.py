@@ -102,8 +102,8 @@ _STEP = re.compile(r"#([0-9]+)")
 # Kineto's category names before PyTorch 1.11 (1.8 to 1.10: the TensorBoard plugin's samples), read as today's
 OLD_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
                   "Memset": "gpu_memset"}
-OLD_CATEGORIES_READ = ("event(s) with Kineto's category names of PyTorch 1.8 to 1.10 (Operator, Runtime, Kernel, "
-                       "Memcpy, Memset): read as today's (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)")
+OLD_CATEGORIES_READ = (f"event(s) with Kineto's category names of PyTorch 1.8 to 1.10 ({', '.join(OLD_CATEGORIES)}): "
+                       f"read as today's ({', '.join(OLD_CATEGORIES.values())})")
 NOTES = {OLD_CATEGORIES_READ}  # what the columns count that is no loss: said as information, not a warning
 
 

@@ -20,7 +20,10 @@ from traceparse.errors import TraceError
 from traceparse.store.query import sql_file
 
 ALIAS = "store"  # the name the store is attached under when its file name is not a plain one
-RESERVED = {"memory", "system", "temp", "main", "traceparse_own_catalog"}  # the last: vet's
+# traceparse's own catalog (vet), as this DuckDB renders it: its macros alone, as the schema's tables define no view,
+# macro or column expression (``schema.ddl``; a test holds it); made once per process, in a database of this name
+OWN = "traceparse_own_catalog"
+RESERVED = {"memory", "system", "temp", "main", OWN}
 NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 NOT_A_STORE = "not a traceparse store (no such file, or not made by traceparse)"
 
@@ -159,8 +162,7 @@ def vet(con, store):
         try:
             con.execute(f"USE {OWN}")
             con.execute(sql_file("traceparse.store", "macros.sql"))
-            con.execute(f'USE "{database}"')
-            catalogs = _catalogs(con, [database, OWN])
+            catalogs = _catalogs(con, [database, OWN])  # by database name, whichever is in use
         finally:
             con.execute(f'USE "{database}"')
             con.execute(f"DETACH {OWN}")
@@ -176,9 +178,6 @@ def vet(con, store):
         _VETTED.add(identity)
 
 
-# traceparse's own catalog (vet), as this DuckDB renders it: its macros alone, as the schema's tables define no view,
-# macro or column expression (``schema.ddl``; a test holds it); made once per process, in a database of this name
-OWN = "traceparse_own_catalog"
 _OWN: dict[str, frozenset] = {}
 _VETTED: set[tuple] = set()
 
