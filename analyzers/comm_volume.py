@@ -2,7 +2,7 @@
 the size), against the notes' formulas (docs/parallelism.md 3, 4). The volume is not the input bytes of the
 collectives table (what the ranks pass to the calls): both are reported, each under its own name."""
 
-from traceparse.units import size
+from traceparse.units import count, size
 
 from traceparse.layout import model_facts as mf
 from traceparse.analyzers.base import Result, Spec, grade, not_applicable, sql
@@ -147,10 +147,10 @@ def run(ctx):
     shape = mf.run_shape(ctx)
     deg = mf.degrees(ctx)
     known = {k: deg[k]["value"] for k in mf.DEGREES if isinstance(deg[k]["value"], int)}
-    rows = ctx.rows(SQL, [shape["stepped"], list(known), list(known.values())])
+    rows = ctx.rows(SQL, [shape["stepped"], list(known), list(known.values()), shape["unmeasured"]])
     if not rows:
         return not_applicable("no communication operations" + (" inside the profiled steps" if shape["stepped"] else ""))
-    per_rs = shape["ranks"] * shape["steps"]
+    per_rs = shape["measured_ranks"] * shape["steps"]
     ops = [r for r in rows if r["phase"] is None]
     phases = [r for r in rows if r["phase"] is not None]
     gpu = any(r["algbw_gbps"] is not None for r in ops)
@@ -198,7 +198,9 @@ def run(ctx):
             doc["reason"] = _not_compared(measured, exp, formula, unsized)
         per_strategy[strategy] = doc
     numbers = {"per_strategy": per_strategy, "per_op": per_op, "inputs": x,
-               "per": f"rank per profiled step ({shape['ranks']} ranks x {shape['steps']} steps)"
+               "per": f"rank per profiled step ({count(shape['measured_ranks'], 'rank')} x {count(shape['steps'], 'step')}"
+                      + (f"; rank {', '.join(map(str, shape['unmeasured']))} cut short, not measured"
+                         if shape["unmeasured"] else "") + ")"
                if shape["stepped"] else f"rank over the whole trace ({shape['ranks']} ranks, no ProfilerStep)"}
     tables = {"per_op": per_op, "per_phase": [_phase_row(p) for p in phases]}
     if not statuses:  # compared nothing: not applicable, never ok

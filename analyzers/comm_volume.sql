@@ -1,6 +1,7 @@
 -- comm_volume: bytes per (strategy, variant, op), and per phase, summed over ranks and profiled steps.
--- $1: the trace has profiled steps (then only operations inside them count)
+-- $1: the trace has profiled steps (then only operations inside their step_windows count: the complete steps)
 -- $2, $3: strategies and their layout degrees
+-- $4: the ranks measured through the others (cut short: model_facts.run_shape's unmeasured)
 -- n = the group size: stated by the operation, else full / shard for all_gather and reduce_scatter, else the degree
 -- size  = the full tensor: bytes_in, except all_gather (bytes_out, the gathered tensor)
 -- bus   = per-device bytes on the wire (nccl-tests' bus bytes): all_reduce 2(n-1)/n size;
@@ -20,7 +21,8 @@ o AS (
     FROM comm_ops c JOIN ranks r USING (rank)
     LEFT JOIN comm_features f USING (rank, op_id)
     LEFT JOIN deg d ON d.strategy = c.strategy
-    WHERE c.step IS NOT NULL OR NOT $1
+    WHERE ((c.rank, c.step) IN (SELECT (rank, step) FROM step_windows) OR NOT $1)
+      AND NOT list_contains($4, c.rank)
 ),
 b AS (
     SELECT *,

@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 
 from traceparse import stats
-from traceparse.units import ms
+from traceparse.units import count, ms
 
 from traceparse.store.query import sql_file
 from traceparse.vocabulary import compute, critical_path, savings
@@ -142,7 +142,8 @@ SPEC = Spec(
 
 def run(ctx):
     ranks = [r for (r,) in ctx.con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
-    steps = dict(ctx.con.execute("SELECT rank, avg(dur_ns) FROM steps GROUP BY rank").fetchall())
+    steps = dict(ctx.con.execute(
+        "SELECT rank, avg(dur_ns) FROM step_windows WHERE step IS NOT NULL GROUP BY rank").fetchall())
     busy = compute.mean_per_rank(compute.per_window(ctx))
     floor = compute.floor_per_rank(ctx, busy)
     path = critical_path.totals(ctx.critical_path)
@@ -462,9 +463,10 @@ def _ep_tokens(ctx):
         SELECT c.rank, c.step, c.in_split, c.out_split, list_sort(c.group_ranks) AS g, f.phase
         FROM comm_ops c LEFT JOIN comm_features f USING (rank, op_id)
         WHERE c.strategy = 'ep' AND c.op = 'all_to_all' AND c.out_split IS NOT NULL AND c.out_split <> '[]'
-          AND (c.step IS NOT NULL OR c.rank NOT IN (SELECT rank FROM steps))
+          AND ((c.rank, c.step) IN (SELECT (rank, step) FROM step_windows) OR c.rank NOT IN (SELECT rank FROM steps))
         ORDER BY c.rank, coalesce(c.host_ts_ns, c.exec_ts_ns)""")
-    n_steps = dict(ctx.con.execute("SELECT rank, count(*) FROM steps GROUP BY rank").fetchall())
+    n_steps = dict(ctx.con.execute(
+        "SELECT rank, count(*) FROM step_windows WHERE step IS NOT NULL GROUP BY rank").fetchall())
     per_rank = defaultdict(list)
     for r in rows:
         per_rank[r["rank"]].append(r)
@@ -504,7 +506,8 @@ def _step_test(ctx) -> dict | None:
     """The slowest rank's step time against the step-to-step noise (traceparse.stats.rank_outliers on the
     ProfilerStep durations): ``{rank, excess_ns, p}``, or None with fewer than two ranks or steps."""
     table = defaultdict(dict)
-    for rank, step, dur in ctx.con.execute("SELECT rank, step, dur_ns FROM steps").fetchall():
+    for rank, step, dur in ctx.con.execute(
+            "SELECT rank, step, dur_ns FROM step_windows WHERE step IS NOT NULL").fetchall():
         table[step][rank] = [dur]
     tests = stats.rank_outliers(table)
     if not tests or all(t["p"] is None for t in tests.values()):
@@ -575,7 +578,7 @@ def _straggler_finding(n) -> str | None:
     if not seen:
         return None
     seen = (f"rank {e['rank']} arrives {ms(e['lateness_ns'])} after its groups' mean arrival per collective "
-            f"(over {e['steps']} steps, the latest in {e['latest_in_steps']}; last at {e['last_fraction']:.0%} of "
+            f"(over {count(e['steps'], 'step')}, the latest in {e['latest_in_steps']}; last at {e['last_fraction']:.0%} of "
             f"its {e['collectives']} matched collectives, chance {e['chance_fraction']:.0%}) and the other ranks lose "
             f"{ms(e['lost_per_step_ns'])} per rank per step on average waiting for it"
             + (f" ({e['lost_share']:.1%} of the step)" if e["lost_share"] is not None else ""))

@@ -73,12 +73,15 @@ def fast_few(names):
 
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory, monkeypatch):
-    """Cache and temporary files of traceparse go to per-test folders, never to ~/.cache or /tmp."""
+    """Cache and temporary files of traceparse go to per-test folders, never to ~/.cache or /tmp. A text report is
+    as wide as it is (``COLUMNS`` very large), so a test reads a sentence on one line; tests/test_rendering.py holds
+    the fitting at a set width."""
     base = tmp_path_factory.mktemp("isolated")
     cache, tmp = base / "cache", base / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
     monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("COLUMNS", "10000")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     return {"cache": cache, "tmp": tmp}
 
@@ -100,6 +103,21 @@ def store(tmp_path_factory):
     yield get
     for con in cons.values():
         con.close()
+
+
+@pytest.fixture(scope="session")
+def doc(store):
+    """doc(path) -> the analyze document of a fixture run or public trace (``store``'s), made once per session."""
+    from traceparse.document import document
+
+    done = {}
+
+    def get(path):
+        if path not in done:
+            done[path] = document(store(needed(path)))
+        return done[path]
+
+    return get
 
 
 def run_check(module, con, stated=None):

@@ -10,11 +10,15 @@ import random
 import zlib
 
 import pytest
+from click.testing import CliRunner
+from conftest import committed_runs
 from traces import dumps, load, rows, scalar, trace, write, x
 
+from traceparse.cli import main
 from traceparse.errors import TraceError
 from traceparse.load.run import load_run
 
+FIXTURES = committed_runs("ddp2")
 
 def assert_refused(tmp_path, paths, *names, match=None, **kw):
     """load_run raises a TraceError naming every one of ``names``, and leaves no store behind."""
@@ -264,3 +268,36 @@ def test_trace_cut_after_closed_array_loses_no_event(tmp_path):
     assert scalar(con, "SELECT count(*) FROM events") == 10
     what = scalar(con, "SELECT what FROM load_issues")
     assert "after traceEvents" in what and "0 partial" in what
+
+
+# --- no event with a usable duration ----------------------------------------------------
+
+def _all_durations(src, value):
+    """``src`` (a gzipped trace) with every event's ``dur`` set by ``value(dur)``."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for e in doc["traceEvents"]:
+        if "dur" in e:
+            e["dur"] = value(e["dur"])
+    return doc
+
+
+@pytest.mark.parametrize("value", [lambda d: -d - 1, lambda _: "abc"], ids=["negative", "not_a_number"])
+def test_no_usable_duration_is_refused(tmp_path, value):
+    """A rank none of whose complete events has a usable duration has no time to place anything in: refused,
+    naming the file, alone or beside a good rank (before: an internal error, exit 3)."""
+    ddp2 = FIXTURES / "ddp2"
+    bad = write(tmp_path / "run" / "rank0.json", _all_durations(ddp2 / "rank0.json.gz", value))
+    n = sum(e.get("ph") == "X" for e in json.loads(bad.read_text())["traceEvents"])
+    assert_refused(tmp_path, [bad], bad.name, match=f"none of its {n} complete (ph=x) events has a usable duration")
+    (tmp_path / "run" / "rank1.json.gz").write_bytes((ddp2 / "rank1.json.gz").read_bytes())
+    assert_refused(tmp_path, [tmp_path / "run"], bad.name, match="usable duration")
+
+
+def test_no_usable_duration_cli(tmp_path):
+    bad = write(tmp_path / "rank0.json", _all_durations(FIXTURES / "ddp2" / "rank0.json.gz", lambda d: -d - 1))
+    r = CliRunner().invoke(main, ["analyze", str(bad)])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"traceparse: error: {bad.resolve()}: none of its ") and r.stderr.count("\n") <= 1
+    cache = os.environ["TRACEPARSE_CACHE"]
+    assert not os.path.exists(cache) or os.listdir(cache) == []  # no store, not even half of one

@@ -199,6 +199,36 @@ def test_explain():
     assert "nope" in r.stderr and r.stdout == ""
 
 
+def test_explain_an_unknown_id_is_one_line_with_the_closest():
+    r = invoke("explain", "overlapp")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == ("traceparse: error: unknown id 'overlapp'; did you mean: overlap? "
+                        "(every id: traceparse explain --list)\n")
+    r = invoke("explain", "Step_Tme")  # letter case aside
+    assert r.stderr.startswith("traceparse: error: unknown id 'Step_Tme'; did you mean: step_time, ")
+    r = invoke("explain", "bogus_id")  # nothing close: no guess
+    assert r.stderr == "traceparse: error: unknown id 'bogus_id' (every id: traceparse explain --list)\n"
+
+
+def test_explain_list_prints_every_id_wrapped():
+    from traceparse.analyzers import specs
+    from traceparse.document.glossary import METRICS
+    from traceparse.store.schema import VOCABULARY
+    from traceparse.tagging.comm_kernels import load_rules as load_kernel_rules
+    from traceparse.tagging.rules import load_rules
+
+    r = invoke("explain", "--list", env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100  # wrapped
+    listed = re.findall(r"[\w.]+", " ".join(line for line in r.stdout.splitlines() if line.startswith("    ")))
+    expected = [*sorted(METRICS), *sorted(specs()), *(r.id for r in load_rules()), *(r.id for r in load_kernel_rules()),
+                *VOCABULARY]
+    assert listed == expected
+    assert all(invoke("explain", i).exit_code == 0 for i in expected[::7])  # each listed id explains
+    assert invoke("explain", env={"COLUMNS": "80"}).stdout == r.stdout  # without ID, the same
+    assert invoke("explain", "overlap", "--list").exit_code == 2
+
+
 def test_explain_a_check_prints_short_labelled_lines():
     from traceparse.analyzers import specs
 

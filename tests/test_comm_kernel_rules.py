@@ -57,10 +57,12 @@ def test_explain_prints_a_kernel_rule():
         assert f"\n  does not match: {name}\n" in r.output
 
 
-def test_explain_unknown_id_lists_kernel_rules():
+def test_explain_lists_kernel_rules():
     r = CliRunner().invoke(main, ["explain", "no_such_rule"])
-    assert r.exit_code == 2
-    assert "deepep_dispatch_combine" in r.output
+    assert r.exit_code == 2 and "traceparse explain --list" in r.output
+    listed = CliRunner().invoke(main, ["explain", "--list"])
+    assert listed.exit_code == 0 and "deepep_dispatch_combine" in listed.output
+    assert "did you mean: deepep_dispatch_combine?" in CliRunner().invoke(main, ["explain", "deepep_dispatch"]).output
 
 
 # --- a broken rule in a folder of its own -------------------------------------------

@@ -1,5 +1,6 @@
 """What rules, checks and findings cite is in the repository: every "docs/parallelism.md N"
-names a section that docs/parallelism.md has (in the code, the rules, the README and the docs pages)."""
+names a section that docs/parallelism.md has (in the code, the rules, the README and the docs pages); the README's
+test command installs what .ci/run installs."""
 
 import re
 from pathlib import Path
@@ -33,3 +34,10 @@ def test_no_citation_points_outside_the_repository():
     for f in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("rules/**/*.toml"), *ROOT.glob("analyzers/*.py"),
               *ROOT.glob("traceparse/**/*.py")]:
         assert "PARALLELISM.md" not in f.read_text(), f
+
+
+def test_readme_test_command_is_ci():
+    extras = re.search(r"pip install -q -e '(\.\[[\w,]+\])'", (ROOT / ".ci" / "run").read_text())[1]
+    readme = (ROOT / "README.md").read_text()
+    assert f"pip install -e '{extras}' && python -m pytest" in readme
+    assert f"`pip install -e '{extras}'`, the README's test command" in (ROOT / "docs" / "testing.md").read_text()

@@ -16,10 +16,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import needed, public_trace, public_trace_files
+from conftest import public_trace, public_trace_files
 from test_repeat_runs import windowed
-
-from traceparse.document import document
 
 pytestmark = pytest.mark.slow
 
@@ -32,18 +30,6 @@ PUBLIC = public_trace_files()
 def test_every_bundled_input_is_covered():
     assert len(RUNS) >= 21
     assert len(PUBLIC) >= 10, "fixtures/public_traces.toml lists the public traces"
-
-
-@pytest.fixture(scope="module")
-def doc(store):
-    done = {}
-
-    def get(path):
-        if path not in done:
-            done[path] = document(store(needed(path)))
-        return done[path]
-
-    return get
 
 
 @pytest.mark.parametrize("path", RUNS + PUBLIC, ids=lambda p: p.name.split(".")[0] if p.suffix == ".gz" else p.name)

@@ -35,10 +35,12 @@ def old_spelling(src: Path, dst: Path) -> int:
     return renamed
 
 
-def same_analysis(new: dict, old: dict, renamed: int):
-    assert {k: v for k, v in old.items() if k not in ("run", "load_issues")} == \
-           {k: v for k, v in new.items() if k not in ("run", "load_issues")}
-    said = [i for i in old["load_issues"] if "category names of PyTorch 1.8 to 1.10" in i["what"]]
+def same_analysis(original: dict, rewritten: dict, renamed: int, said: str = "category names of PyTorch 1.8 to 1.10"):
+    """The rewritten trace's analysis is the original's but for the files' names and the load issues, which say
+    (as information, one per file) how many events were read in another spelling."""
+    assert {k: v for k, v in rewritten.items() if k not in ("run", "load_issues")} == \
+           {k: v for k, v in original.items() if k not in ("run", "load_issues")}
+    said = [i for i in rewritten["load_issues"] if said in i["what"]]
     assert {i["severity"] for i in said} == {"info"} and sum(i["count"] for i in said) == renamed  # one per file
 
 

@@ -144,7 +144,7 @@ def test_options_that_would_be_ignored_are_refused(run):
 
 
 @pytest.mark.slow
-def test_stray_pickles_and_pg_status_notes_are_skipped_and_said(run):
+def test_stray_pickles_are_skipped_and_said_notes_skipped(run):
     with open(run / "model.pkl", "wb") as f:
         pickle.dump({"weights": [1, 2]}, f)
     (run / "notes.json").write_text('{"pg_status": "see the dashboard", "owner": "me"}')
@@ -153,10 +153,11 @@ def test_stray_pickles_and_pg_status_notes_are_skipped_and_said(run):
     doc = json.loads(r.stdout)
     assert doc["run"]["ranks"] == [0, 1]
     skipped = {Path(i["file"]).name: i["what"] for i in doc["load_issues"] if i["what"].startswith("skipped")}
-    assert set(skipped) == {"model.pkl", "notes.json", "truth.json"}
+    assert set(skipped) == {"model.pkl"}  # notes.json and truth.json: JSON documents without trace events, unsaid
     assert "not a Flight Recorder dump" in skipped["model.pkl"]
     # named by the user, the same file is refused with its reason
     one_line_error(run_cli("analyze", run / "model.pkl", "--no-cache"), "model.pkl", "not a Flight Recorder dump")
+    one_line_error(run_cli("analyze", run / "truth.json", "--no-cache"), "truth.json", "without traceEvents")
 
 
 @pytest.mark.slow

@@ -16,19 +16,6 @@ from traceparse.status import at_least
 RUNS = ["ddp2", "straggler_ddp4", "pp4_1f1b_m4", "quiet_ep2", "dp2_tp2"]
 
 
-@pytest.fixture(scope="module")
-def doc(store):
-    from traceparse.document import document
-
-    done = {}
-
-    def get(path):
-        if path not in done:
-            done[path] = document(store(path))
-        return done[path]
-    return get
-
-
 def agree(d: dict):
     text = render(d)
     flagged = [c for c, v in d["checks"].items() if at_least(v["status"], "warn")]

@@ -206,7 +206,7 @@ def test_compare_markdown_renders_one_row_per_name(runs, compared):
     assert_clean(r.stdout)
     doc = compared
     lines = r.stdout.splitlines()
-    head = lines.index("| cpu_op | base ms | new ms | delta ms | share | calls/step |")
+    head = lines.index("| cpu_op | base | new | delta | share | calls/step |")
     assert lines[head + 1].startswith("|---")
     end = next(i for i in range(head + 2, len(lines)) if not lines[i].startswith("|"))
     body = lines[head + 2:end]

@@ -254,7 +254,7 @@ def analyze(paths, db, no_cache, allow_mixed, fmt, top, full, layout, fail_on, c
         from click.core import ParameterSource
 
         top_given = click.get_current_context().get_parameter_source("top") != ParameterSource.DEFAULT
-        text = render(doc, full=full, kernels=top if full or top_given else None)
+        text = _fitted(lambda: render(doc, full=full, kernels=top if full or top_given else None))
         colour = color == "always" if output else colour_wanted(color, sys.stdout)
         out = paint(text) if colour else text
     _emit(out, output, colour)
@@ -357,7 +357,7 @@ def layout(paths, db, no_cache, allow_mixed, layout, fmt):
     stated = parse_stated(layout)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "layout", {"stated": stated}, lambda: layout_document(con, stated), not no_cache)
-    click.echo(json_text(doc) if fmt == "json" else render_layout(doc))
+    click.echo(json_text(doc) if fmt == "json" else _fitted(lambda: render_layout(doc)))
     wrong = [c for c in doc["layout_check"]["stated"] if c["status"] == "contradicts" and c["source"] == "stated"]
     if wrong:
         click.echo("traceparse: --layout contradicts the trace: " + ", ".join(
@@ -377,7 +377,7 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
 
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = cached(con, "tags", {}, lambda: tags_document(con), not no_cache)
-    click.echo(json_text(doc) if fmt == "json" else render_tags(doc))
+    click.echo(json_text(doc) if fmt == "json" else _fitted(lambda: render_tags(doc)))
 
 
 @main.command()
@@ -395,7 +395,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     _check_output(output, paths, db)
     with _open(paths, db, no_cache, allow_mixed) as con:
         doc = hang_document(con)
-    out = json_text(doc) if fmt == "json" else render_hang(doc)
+    out = json_text(doc) if fmt == "json" else _fitted(lambda: render_hang(doc))
     _emit(out, output)
     sys.exit(1 if doc["divergence"] or doc["contradictions"] else 0)
 
@@ -447,7 +447,7 @@ def whatif(paths, db, no_cache, allow_mixed, target, given, do_sweep, balanced, 
     elif fmt == "html":
         text = render_whatif_html(out)
     else:
-        text = render_sweep(out) if do_sweep else render_whatif(out)
+        text = _fitted(lambda: render_sweep(out) if do_sweep else render_whatif(out))
     _emit(text, output)
 
 
@@ -482,23 +482,31 @@ def schema():
 
 
 @main.command()
-@click.argument("ident")
-def explain(ident):
-    """Print the definition of a metric, check, rule, or vocabulary table (compute_intervals, ...)."""
+@click.argument("ident", required=False)
+@click.option("--list", "list_ids", is_flag=True, help="Print every id, by kind (also without ID).")
+def explain(ident, list_ids):
+    """Print the definition of a metric, check, rule, or vocabulary table (compute_intervals, ...); --list: every id."""
     from dataclasses import asdict
 
     from traceparse.analyzers import specs
     from traceparse.document.glossary import METRICS
+    from traceparse.document.meaning import MEANING
     from traceparse.render import explain as fmt
     from traceparse.store.schema import VOCABULARY
     from traceparse.tagging.comm_kernels import load_rules as load_kernel_rules
     from traceparse.tagging.rules import load_rules
 
+    if list_ids and ident is not None:
+        raise click.UsageError("--list prints every id: give it without ID")
+    ids = {"metrics": sorted(METRICS), "checks": sorted(specs()), "tag rules": [r.id for r in load_rules()],
+           "communication kernel rules": [r.id for r in load_kernel_rules()], "vocabulary tables": list(VOCABULARY)}
     check = specs().get(ident)
     rule = None if check else next((r for r in load_rules() if r.id == ident), None)
     kernel = None if check or rule else next((r for r in load_kernel_rules() if r.id == ident), None)
-    if check:
-        text = fmt.render_check(asdict(check))
+    if ident is None:
+        text = fmt.render_ids(ids)
+    elif check:
+        text = fmt.render_check(asdict(check), MEANING[ident])
     elif rule:
         text = fmt.render_rule(asdict(rule))
     elif kernel:
@@ -508,13 +516,11 @@ def explain(ident):
         text = fmt.render_vocabulary(ident, comment, cols)
     elif ident in METRICS:
         title, definition, denominator = METRICS[ident]
-        text = fmt.render_metric(ident, title, definition, denominator)
+        text = fmt.render_metric(ident, title, definition, denominator, MEANING[ident])
     else:
-        known = (sorted(METRICS) + sorted(specs()) + [r.id for r in load_rules()] + [r.id for r in load_kernel_rules()]
-                 + list(VOCABULARY))
-        click.echo(f"traceparse: error: no metric, check or rule named {ident!r}; known: {', '.join(known)}", err=True)
+        click.echo(f"traceparse: error: {fmt.unknown_id(ident, [i for group in ids.values() for i in group])}", err=True)
         sys.exit(2)
-    click.echo(text)
+    click.echo(_fitted(lambda: text))
 
 
 @main.command()
@@ -577,7 +583,7 @@ def compare(runs, base_db, new_db, no_cache, allow_mixed, layout, overrides, fmt
                            f"{shown(issue['what'])}", err=True)
     doc = compare_runs(*docs, thresholds, kernels=tuple(times))
     text = {"json": lambda: json_text(doc), "markdown": lambda: render_markdown(doc),
-            "text": lambda: render_text(doc), "html": lambda: render_html(doc)}[fmt]()
+            "text": lambda: _fitted(lambda: render_text(doc)), "html": lambda: render_html(doc)}[fmt]()
     _emit(text, output)
     if output:
         click.echo(f"traceparse: compare: {doc['verdict']}", err=True)
@@ -598,6 +604,14 @@ def _check_output(output, paths=(), *stores):
     files, in_folders = expand_inputs(paths) if paths else ([], set())
     named = [f for f in files if same_file(output, f)]  # only the file -o names is opened to tell if it is a trace
     check_output(output, [f for f in named if f not in in_folders or is_dump(f) or not not_a_trace(f)] + list(stores))
+
+
+def _fitted(make) -> str:
+    """The text report ``make()`` renders, fitted to the terminal's width (``render.fit``)."""
+    from traceparse.render.fit import fitted, terminal_width, wrap
+
+    with fitted(terminal_width()) as width:
+        return wrap(make(), width)
 
 
 def _emit(text: str, output, color=None):

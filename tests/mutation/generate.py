@@ -1,7 +1,8 @@
 """Seeded mutation cases: damaged traces and command lines, each with the outcome it must get.
 
 ``generate_cases(n, seed)`` returns ``n`` cases spread over the classes (``CLASSES``: nine kinds of hostile
-input, from huge exponents to bad command-line arguments, plus truncation and gzip damage, plus the surface
+input, from huge exponents to bad command-line arguments, plus truncation and gzip damage, plus one damage to every
+event of a file (``every_event``), plus the surface
 classes of ``surfaces.py``: -o targets, run histories, argument checks, the API called at once; and hostile
 Flight Recorder dumps, ``dumps.py``; and the hostile-input classes of ``hostile.py``: hostile stores, control
 characters and Markdown in names, huge metadata numbers, odd path characters), each class's operators taken in a seeded order so that a small sample
@@ -53,6 +54,8 @@ CLASSES = {
     "args": "command-line arguments and folders (class 9)",
     "truncation": "JSON cut off at any byte",
     "gzip": "damaged gzip bytes: cut, flipped bits, bad header or trailer, extra members, trailing bytes",
+    "every_event": "one damage to every complete event of a file: no usable dur (negative, null, a string, missing: "
+                   "refused), every dur 0, every ts one value, negated, null or missing",
 }
 # relative share of the cases (kill, cache and bombs cost two runs or big files)
 CLASS_WEIGHT = {"kill": 0.5, "cache": 0.6, "bomb": 0.4}
@@ -1411,6 +1414,51 @@ def op_gz_split_members(rng):
                 files={fname: b"".join(gzip.compress(p, mtime=0) for p in parts)}, args=analyze_args(),
                 events=doc.complete(), names=(fname,), ranks=[base_rank(name)], rank_strict=True,
                 baseline=f"{name}:1")
+
+
+# --- every event: one damage to all of a file's complete events ------------------------------
+
+def every_event_case(rng, key, values, **kw) -> Case:
+    """``key`` of every complete event of one base (alone or beside its partner rank file) set to one of ``values``:
+    JSON text, ``"negated"`` (each value made negative, 0 as -1) or ``None`` (the member removed)."""
+    pair = rng.random() < 0.3
+    name = pick_base(rng, PAIR_BASES if pair else None)
+    value = rng.choice(values)
+
+    def edits(doc):
+        out = []
+        for i in doc.indices(is_x):
+            start, old = doc.events[i].start, doc.events[i].value.get(key)
+            if value is None:
+                out += remove_member(doc, start, key)
+            elif value == "negated":
+                out += set_member(doc, start, key, f"-{json.dumps(old)}" if isinstance(old, int | float) and old > 0
+                                  else "-1")
+            else:
+                out += set_member(doc, start, key, value)
+        what = f"without {key}" if value is None else f"{key} = {_show(value)}"
+        return out, f"every complete event {what}", doc.complete()
+
+    return point_case(rng, name, edits, pair=pair, **kw)
+
+
+@op("every_event")
+def op_every_dur_unusable(rng):
+    """No event has a duration, so no event has an end: nothing of the rank can be placed in time; refused."""
+    return every_event_case(rng, "dur", ["negated", "null", '"abc"', "true", "[]", None], accept=("refuse",))
+
+
+@op("every_event")
+def op_every_dur_zero(rng):
+    return every_event_case(rng, "dur", ["0", "0.0"], max_loss=0, rank_strict=True)
+
+
+@op("every_event")
+def op_every_ts_odd(rng):
+    value = rng.choice(["0", "1000", "negated", "null", '"abc"', None])
+    lost = value in ("null", '"abc"', None)  # an event without a time is not kept, and said
+    kw = {"must_note": True} if lost else {"max_loss": 0}
+    return every_event_case(rng, "ts", [value], accept=("load", "refuse"), **kw)
 
 
 # the newer surfaces (-o targets, run histories, argument checks, the API at once): their classes and operators

@@ -12,6 +12,7 @@ from traceparse.layout.declared import declared
 from traceparse.layout.stated import STATED_KEYS, collectives, compare_stated, inferred_layout, lint, parse_stated, tags, untagged
 from traceparse.vocabulary.critical_path import critical_path_section
 from traceparse.document.causes import causes
+from traceparse.document.cut import cut_short
 from traceparse.document.gpu import clipped_streams, gpu_section
 from traceparse.vocabulary.step_graph import graphs_once
 from traceparse.document.summary import load_issues, run_info, summary
@@ -69,6 +70,7 @@ def document(con, top=10, stated=None) -> dict:
         "version": VERSION,
         "run": run_info(con),
         "load_issues": load_issues(con) + _set_aside(con, checks, gpu),
+        "cut_short": cut_short(con),
         **lay,
         "collectives": collectives(con),
         "untagged": untagged(con),

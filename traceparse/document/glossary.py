@@ -14,8 +14,10 @@ METRICS = {
     ),
     "busy_time": (
         "Busy time per thread / stream",
-        "length of the union of the complete events on one CPU thread or GPU stream inside the profiled window "
-        "(nested events count once)",
+        "length of the union of a lane's work inside the profiled window (nested events count once). A GPU "
+        "stream's work is its device work: its kernels, memcpys and memsets (gpu_activity), the same the GPU "
+        "section's busy and idle read (gpu.temporal); a gpu_user_annotation (a label drawn over work) or a "
+        "cuda_sync (a wait) is no work. A CPU thread's: every event with a duration but ProfilerStep#N",
         "busy fraction = busy time / profiled window",
     ),
     "comm_time": (
@@ -62,11 +64,16 @@ METRICS = {
         "over HTA's window (hta_gpu_activity: with two step numbers or more, what was launched before the rank's "
         "latest ProfilerStep#N starts) from its first activity's start to its last one's end. Deliberate "
         "differences from HTA: exact ns times, where HTA shrinks float-microsecond events to whole microseconds "
-        "(ceil start, floor end: about 1 point of idle on the public B200 vLLM and ns_resolution traces, several on "
-        "traces of tiny kernels; equal with HTA_DISABLE_NS_ROUNDING=1); PyTorch's symmetric-memory and custom "
-        "all-reduce kernels are communication (non-compute), where HTA counts only '^nccl.*Kernel'; cuda_sync "
-        "events (a stream, event or context synchronization: the GPU waiting, not working) are no GPU activity, "
-        "where HTA counts them in its span and in non-compute (docs/gpu.md)",
+        "(ceil start, floor end; measured on the public traces: 1.01 points of idle on the B200 vLLM trace, 0.95 on "
+        "ns_resolution, 0.55 on nccl_parser_config, 0.20 on the MI250 trace, none where times are whole "
+        "microseconds; more the more activities a few microseconds long; equal with HTA_DISABLE_NS_ROUNDING=1); "
+        "PyTorch's symmetric-memory and custom all-reduce kernels and the custom communication kernels of "
+        "rules/comm_kernels (DeepEP) are communication (non-compute), where HTA counts only '^nccl.*Kernel' "
+        "(2.60 points of compute on the B200 vLLM trace, 2.37 on the DeepSeek one); cuda_sync events (a stream, "
+        "event or context synchronization: the GPU waiting, not working) are no GPU activity, where HTA counts "
+        "them in its span and in non-compute (the A100 AlexNet trace's 41 stretch HTA's span by 75.8 ms); time "
+        "where two activities overlap on one stream counts once, where HTA counts it twice (0.08 points of idle "
+        "on the B200 vLLM trace); a gpu_user_annotation is no activity in either (docs/gpu.md, Against HTA)",
         "idle, compute, non_compute = each / span_ns (they add up to 1)",
     ),
     "gpu.idle": (
@@ -84,14 +91,17 @@ METRICS = {
     "gpu.idle_causes": (
         "What kept the GPU idle, per step",
         "every moment of a step's GPU span (gpu.temporal) when no stream is busy: a gap [a, b], ended by the "
-        "activity that starts at b, launched by a call at L on a CPU thread. If L > a, [a, min(L, b)] is the "
+        "activity that starts at b, launched by a call [L, E] on a CPU thread. If L > a, [a, min(L, b)] is the "
         "host's: split by the launching thread's outermost CPU event at each moment (cpu_op, user_annotation, "
         "runtime call; not ProfilerStep#N), its cause by name: dataloader (/dataloader/i), optimizer "
         "(Optimizer.*), synchronize (/synchronize/i, aten::item, aten::_local_scalar_dense: the host waiting on "
         "the GPU), communication (c10d::*, nccl:*, record_param_comms, ...), cpu_op (any other op: the host too "
-        "slow to launch), python (no recorded op: the training loop's own code); [L, b] is launch (launch "
-        "latency). If L <= a, the gap is device (the work was queued before the GPU went idle: waiting on an "
-        "event, another device, a peer). No launch in the trace: unknown. A finding names a cause for a rank when "
+        "slow to launch), python (no recorded op: the training loop's own code). The launch call itself, [L, E], "
+        "splits the rest: while it runs, [max(a, L), min(E, b)] is launch_call (the host launching: the runtime "
+        "call not yet returned, named by the call; side host); from its end, [max(a, E), b] is launch (launch "
+        "latency: launched, not yet started; at most the activity's gpu.launch delay). If E <= a, the gap is "
+        "device (the work was launched before the GPU went idle: waiting on an event, another device, a peer). "
+        "No launch in the trace: unknown. A finding names a cause for a rank when "
         "it is material (rules/thresholds.toml [gpu] cause_share of the rank's steps' GPU span together) and "
         "steady (that share in a majority of its steps), so one odd step names nothing",
         "per rank, step and cause: idle_ns and share = idle_ns / the step's span_ns; ops: the op names that took "
@@ -103,7 +113,8 @@ METRICS = {
         "wait of gpu.idle_causes (from the moment a GPU went idle, a, to the launch of its next activity, "
         "min(L, b)) taken as nothing, so each launch comes when its GPU went idle; saved_ns = the step's measured "
         "end - its replayed end, per profiled step (per_step); cause = the host cause that kept the GPUs idle "
-        "longest. The section warns from rules/thresholds.toml [gpu] cause_share of the step and fails from "
+        "longest before a launch call began (not launch_call: the replay keeps each call's own time). The "
+        "section warns from rules/thresholds.toml [gpu] cause_share of the step and fails from "
         "fail_cost_share",
         "saved_per_step_ns: the mean over the profiled steps; share: the savings / the steps' total length",
     ),
@@ -332,7 +343,9 @@ METRICS = {
     ),
     "untagged": (
         "Untagged communication",
-        "comm_ops rows no tagging rule matched",
+        "comm_ops rows no tagging rule matched; untagged.why counts them by reason: a collective of one rank (its "
+        "group or world has one rank: it serves no strategy), its process group unknown (the rules that need a "
+        "group's pattern cannot decide), or no rule matched",
         "share = their time / all communication time",
     ),
     # The metrics of a run (traceparse.history.run_metrics) that traceparse compare compares; bubble, overlap.<strategy>

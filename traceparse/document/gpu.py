@@ -7,15 +7,19 @@ each.
 
 import math
 
+from traceparse.ingest.categories import CUDA_CALLS, LAUNCH_NAMES, OTHER_CALLS, UNANALYZED_WORK
 from traceparse.store.query import rows, sql_file
 from traceparse.thresholds import check_thresholds
-from traceparse.units import ms
+from traceparse.units import count, ms
 from traceparse.vocabulary import savings
 
+# what the launching thread did before its launch call began: the host's waits, which the replay takes away (host_cost)
 HOST_CAUSES = ("dataloader", "optimizer", "synchronize", "communication", "cpu_op", "python")
+LAUNCH_CALL = "launch_call"  # the host's too (side 'host'): its launch call still running, which the replay keeps
 CAUSE_WORDS = {
     "dataloader": "loading data", "optimizer": "the optimizer step", "synchronize": "a synchronization",
     "communication": "a communication call", "cpu_op": "host work", "python": "no recorded op (its own Python)",
+    LAUNCH_CALL: "the host's launch call (launching, the call not yet returned)",
     "launch": "launch latency (launched, not yet started)",
     "device": "a dependency (work queued, waiting on an event, another stream or a peer)",
     "unknown": "nothing known (no launch in the trace)",
@@ -29,8 +33,7 @@ def gpu_section(con, graphs=None) -> dict:
     CPU-only runs. ``graphs``: the run's step graphs (step_graph.step_graphs, built once per document), to price
     the GPUs' waits on their hosts by replay (``host_cost``; None without them)."""
     if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
-        return {"status": "not_applicable",
-                "reason": "no GPU kernel, memcpy or memset in the traces (a CPU-only run)", "findings": []}
+        return {"status": "not_applicable", "reason": _no_gpu_reason(con), "findings": []}
     gpu_tables(con)
     temporal = rows(con, """
         SELECT rank, step, scope, span_ns, idle_ns, compute_ns, non_compute_ns,
@@ -61,6 +64,24 @@ def gpu_section(con, graphs=None) -> dict:
             FROM gpu_queue ORDER BY rank, stream"""),
         "findings": findings,
     }
+
+
+def _no_gpu_reason(con) -> str:
+    """Why a run has no GPU activity, as far as its events say: device work of an accelerator traceparse does not
+    analyze, runtime calls that launched work while no device activity was recorded, else a CPU-only run (the load
+    issues give the counts per file: ingest/columns.py device_kind_issues)."""
+    kinds = dict(con.execute(
+        f"""SELECT cat, count(*) FROM events WHERE cat IN ({', '.join(f"'{c}'" for c in UNANALYZED_WORK)}) GROUP BY cat
+            UNION ALL
+            SELECT 'launch', count(*) FROM events WHERE cat IN ({', '.join(f"'{c}'" for c in CUDA_CALLS + OTHER_CALLS)})
+                AND regexp_matches(name, '{LAUNCH_NAMES}')""").fetchall())
+    unanalyzed = [f"{name}, {kinds[cat]:,} {cat} events" for cat, name in UNANALYZED_WORK.items() if kinds.get(cat)]
+    if unanalyzed:
+        return f"device work of an accelerator traceparse does not analyze: {'; '.join(unanalyzed)}"
+    if kinds.get("launch"):
+        return (f"no device activity recorded though the host launched {kinds['launch']:,} kernels, copies or memsets "
+                "(the profiler's device activities were not collected: see the load issues)")
+    return "no GPU kernel, memcpy or memset in the traces (a CPU-only run)"
 
 
 def clipped_streams(con) -> list[dict]:
@@ -95,7 +116,7 @@ def _causes(con) -> list[dict]:
         GROUP BY r.rank, r.step, r.cause
         ORDER BY r.rank, r.step, idle_ns DESC, r.cause""")
     for r in found:
-        r["side"] = "host" if r["cause"] in HOST_CAUSES else r["cause"]
+        r["side"] = "host" if r["cause"] in HOST_CAUSES or r["cause"] == LAUNCH_CALL else r["cause"]
         r["ops"] = r["ops"] or []
     return found
 
@@ -119,7 +140,7 @@ def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
         return None
     by_cause = {}
     for c in causes:
-        if c["side"] == "host":
+        if c["cause"] in HOST_CAUSES:  # what the replay takes away: not the launch calls, which it keeps
             by_cause[c["cause"]] = by_cause.get(c["cause"], 0) + c["idle_ns"]
     return {**savings.host_wait_cost(gs, waits),
             "cause": max(sorted(by_cause), key=by_cause.get) if by_cause else None}
@@ -164,12 +185,14 @@ def _findings(temporal: list[dict], causes: list[dict], min_share: float) -> lis
         for share, cause, steady, op in sorted(named, reverse=True):
             if cause == "cpu_op":
                 why = f"waiting for the host, its launching thread busy in CPU ops (most in `{op}`)"
+            elif cause == LAUNCH_CALL:
+                why = f"waiting on {CAUSE_WORDS[cause]}" + (f", most in `{op}`" if op else "")
             elif cause in HOST_CAUSES:
                 why = (f"waiting for the host, whose launching thread was in `{op}` ({CAUSE_WORDS[cause]})" if op
                        else f"waiting for the host, whose launching thread ran {CAUSE_WORDS[cause]}")
             else:
                 why = f"waiting on {CAUSE_WORDS[cause]}"
-            seen = (f"in {steady} of {len(spans)} steps" if spans[0]["step"] is not None
+            seen = (f"in {steady} of {count(len(spans), 'step')}" if spans[0]["step"] is not None
                     else "over its whole trace (no ProfilerStep#N)")
             out.append(f"rank {rank}: GPU idle {idle / total:.0%} of its steps' GPU time: {100 * share:.0f} points "
                        f"{why}, {seen}")

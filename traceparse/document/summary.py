@@ -1,6 +1,6 @@
 """What ``traceparse analyze`` shows about a loaded run, as plain data."""
 
-from traceparse.store.query import rows
+from traceparse.store.query import rows, sql_file
 
 
 def run_info(con) -> dict:
@@ -44,7 +44,7 @@ def per_rank(con) -> list[dict]:
                        'SELECT rank AS k, start_ns AS s, end_ns AS e FROM comm_intervals WHERE counted')
                    GROUP BY k),
         st AS (SELECT rank, count(*) AS steps, avg(dur_ns)::BIGINT AS step_mean_ns, max(dur_ns) AS step_max_ns
-               FROM steps GROUP BY rank),
+               FROM step_windows WHERE step IS NOT NULL GROUP BY rank),
         ops AS (SELECT c.rank, count(*) AS comm_ops, sum(c.bytes_in)::BIGINT AS comm_bytes_in,
                        count(*) FILTER (WHERE c.bytes_in IS NULL) AS ops_without_size
                 FROM comm_ops c
@@ -78,32 +78,11 @@ def per_step(con) -> list[dict]:
 
 
 def busy(con) -> list[dict]:
-    """Per CPU thread and GPU stream: the union of its events inside the rank's profiled span (first
-    window's start to last window's end), nested events once."""
-    return rows(
-        con,
-        """
-        WITH span AS (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank),
-        u AS (
-            SELECT k.rank, k.pid, k.tid, ns::BIGINT AS busy_ns FROM interval_union_ns(
-                'SELECT {''rank'': e.rank, ''pid'': e.pid, ''tid'': e.tid} AS k, greatest(e.ts_ns, w.w_start) AS s,
-                        least(e.ts_ns + e.dur_ns, w.w_end) AS e
-                 FROM events e
-                 JOIN (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank) w
-                   ON w.rank = e.rank
-                 WHERE e.ts_ns < w.w_end AND e.ts_ns + e.dur_ns > w.w_start AND e.dur_ns > 0
-                   AND NOT starts_with(e.name, ''ProfilerStep#'')')
-        ),
-        kind AS (SELECT rank, pid, tid, any_value(thread_name) AS thread_name,
-                        bool_or(cat IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'gpu_user_annotation')) AS gpu,
-                        count(*) AS events
-                 FROM events GROUP BY rank, pid, tid)
-        SELECT u.rank, u.pid, u.tid, k.thread_name, CASE WHEN k.gpu THEN 'gpu stream' ELSE 'cpu thread' END AS kind,
-               k.events, u.busy_ns, round(u.busy_ns / nullif(w.w_end - w.w_start, 0), 4) AS busy_fraction
-        FROM u JOIN kind k USING (rank, pid, tid) JOIN span w USING (rank)
-        ORDER BY u.rank, kind, busy_ns DESC
-        """,
-    )
+    """Per CPU thread and GPU stream: the union of its work inside the rank's profiled span (first window's start to
+    last window's end), nested events once; a GPU stream's work is its device work, as the GPU section's
+    (vocabulary/busy_time.sql lane_busy)."""
+    con.execute(sql_file("traceparse.vocabulary", "busy_time.sql"))
+    return rows(con, "SELECT * FROM lane_busy ORDER BY rank, kind, busy_ns DESC, pid, tid")
 
 
 def top_kernels(con, n=10) -> list[dict]:

@@ -22,6 +22,7 @@ from importlib.resources import files
 
 from traceparse import stats
 from traceparse.errors import TraceError
+from traceparse.units import in_unit
 from traceparse.load.run_identity import rank_list
 from traceparse.axes import AXES as DEGREES
 from traceparse.axes import LAYOUT_KEYS
@@ -227,7 +228,7 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
         row["note"] = f"only in the {'new' if b is None else 'base'} run"
         return row
     if m.better is None or not _numeric(b.value) or not _numeric(n.value):
-        row["note"] = "" if b.value == n.value else f"changed: {b.value} -> {n.value}"
+        row["note"] = "" if b.value == n.value else f"changed: {in_unit(b.value, m.unit)} -> {in_unit(n.value, m.unit)}"
         return row
     delta = n.value - b.value
     row["delta"], row["relative"] = delta, (delta / b.value if b.value else None)

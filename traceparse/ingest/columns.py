@@ -13,6 +13,10 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traceparse.ingest.categories import (
+    COUNTED, CUDA_CALLS, DEVICE_WORK, KINETO_CATEGORIES, LAUNCH_NAMES, OLD_CATEGORIES, OTHER_CALLS, UNANALYZED_CALLS,
+    UNANALYZED_WORK,
+)
 from traceparse.ingest.c10d_shapes import comm_from_shapes
 from traceparse.ingest.model import EMPTY_ARGS
 
@@ -99,12 +103,11 @@ MAX_EXPONENT = 30
 _PLAIN = r"^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,3})?$"  # the common case, converted column-wise
 _NUMBER = re.compile(rb"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 _STEP = re.compile(r"#([0-9]+)")
-# Kineto's category names before PyTorch 1.11 (1.8 to 1.10: the TensorBoard plugin's samples), read as today's
-OLD_CATEGORIES = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
-                  "Memset": "gpu_memset"}
 OLD_CATEGORIES_READ = (f"event(s) with Kineto's category names of PyTorch 1.8 to 1.10 ({', '.join(OLD_CATEGORIES)}): "
                        f"read as today's ({', '.join(OLD_CATEGORIES.values())})")
-NOTES = {OLD_CATEGORIES_READ}  # what the columns count that is no loss: said as information, not a warning
+CASE_READ = ("event(s) whose category is a Kineto name in another letter case (e.g. 'KERNEL', 'gpu_user_Annotation'): "
+             "read in Kineto's spelling")
+NOTES = {OLD_CATEGORIES_READ, CASE_READ}  # what the columns count that is no loss: said as information, not a warning
 
 
 def ints(values, bounds=INT64, problems=None, label=None) -> pa.Array:
@@ -305,16 +308,78 @@ def _events(ev, ts, first_id, problems):
 
 
 def _categories(cats: pa.Array, problems) -> pa.Array:
-    """The category column, Kineto's names before PyTorch 1.11 (``OLD_CATEGORIES``) read as today's, counted."""
-    old = pc.fill_null(pc.is_in(cats, value_set=_OLD), False)
-    n = pc.sum(old).as_py() if len(cats) else 0
+    """The category column, Kineto's names matched in any letter case (``KINETO_CATEGORIES``) and its names before
+    PyTorch 1.11 (``OLD_CATEGORIES``) read as today's, each counted."""
+    if not len(cats) or pc.all(pc.fill_null(pc.is_in(cats, value_set=_KNOWN), True)).as_py():
+        return cats  # the common case: every category in Kineto's spelling, or null
+    canon = pc.take(_CANON, pc.index_in(pc.utf8_lower(cats), value_set=_LOWER))  # null: not a Kineto name
+    changed = pc.fill_null(pc.not_equal(canon, cats), False)
+    n = pc.sum(changed).as_py()
     if not n:
         return cats
-    problems[OLD_CATEGORIES_READ] += n
-    return pc.if_else(old, pc.take(_NEW, pc.index_in(cats, value_set=_OLD)), cats)
+    n_old = pc.sum(pc.fill_null(pc.is_in(cats, value_set=_OLD), False)).as_py()
+    if n_old:
+        problems[OLD_CATEGORIES_READ] += n_old
+    if n > n_old:
+        problems[CASE_READ] += n - n_old
+    return pc.if_else(changed, canon, cats)
 
 
-_OLD, _NEW = pa.array(list(OLD_CATEGORIES)), pa.array(list(OLD_CATEGORIES.values()))
+_SPELLINGS = {**{c.lower(): c for c in KINETO_CATEGORIES}, **{o.lower(): c for o, c in OLD_CATEGORIES.items()}}
+_KNOWN = pa.array(KINETO_CATEGORIES)
+_LOWER, _CANON = pa.array(list(_SPELLINGS)), pa.array(list(_SPELLINGS.values()))
+_OLD = pa.array(list(OLD_CATEGORIES))
+
+
+def device_kinds(events: pa.Table, kinds) -> None:
+    """Add to ``kinds`` (a Counter) one batch's events of each ``COUNTED`` category, and as ``(cat, 'launch')`` the
+    runtime calls among them that put work on a device (``LAUNCH_NAMES``). Launches matter only to a file without
+    device work (device_kind_issues), so once the file has some they are no longer counted."""
+    cats = events["cat"]
+    mask = pc.fill_null(pc.is_in(cats, value_set=_COUNTED), False)
+    if not pc.any(mask).as_py():
+        return
+    sel = events.filter(mask)
+    for row in pc.value_counts(sel["cat"]).to_pylist():
+        kinds[row["values"]] += row["counts"]
+    cuda = not any(kinds[c] for c in DEVICE_WORK) and any(kinds[c] for c in (*CUDA_CALLS, *OTHER_CALLS))
+    if not cuda and not any(kinds[c] and not kinds[d] for c, d in UNANALYZED_CALLS.items()):
+        return
+    calls = sel.filter(pc.fill_null(pc.match_substring_regex(sel["name"], LAUNCH_NAMES), False))
+    for row in pc.value_counts(calls["cat"]).to_pylist():
+        kinds[(row["values"], "launch")] += row["counts"]
+
+
+_COUNTED = pa.array(COUNTED)
+
+
+def device_kind_issues(kinds) -> list[tuple[str, str, int]]:
+    """load_issues rows ``(severity, what, count)`` for one file's device events (``device_kinds``' counts): device
+    work of an accelerator traceparse does not analyze; runtime calls that launched work while no device activity
+    was recorded; other accelerators' runtime calls, not linked to their kernels."""
+    out = []
+    work = sum(kinds[c] for c in DEVICE_WORK)
+    for cat, accelerator in UNANALYZED_WORK.items():
+        if kinds[cat]:
+            out.append(("warning", f"{kinds[cat]} {cat} event(s): device work of an {accelerator} accelerator, which "
+                                   "traceparse does not analyze (no GPU section, no device time in the checks)",
+                        kinds[cat]))
+    for cat in (*CUDA_CALLS, *OTHER_CALLS):
+        launches = kinds[(cat, "launch")]
+        if launches and not work:
+            out.append(("warning", f"{kinds[cat]} {cat} call(s) ({launches} of them kernel launches, copies or "
+                                   "memsets) but no kernel, memcpy or memset recorded: the device activities were "
+                                   "not collected (the profiler's device activities off, or CUPTI failed)",
+                        kinds[cat]))
+        elif kinds[cat] and cat in OTHER_CALLS:
+            out.append(("info", f"{kinds[cat]} {cat} call(s): traceparse links kernels to CUDA's launch calls only, "
+                                "so these are not linked to the kernels they launch (no launch delay, queue or host "
+                                "cause for them)", kinds[cat]))
+    for cat, device in UNANALYZED_CALLS.items():
+        if kinds[(cat, "launch")] and not kinds[device]:
+            out.append(("warning", f"{kinds[cat]} {cat} call(s) but no {device} recorded: the device activities "
+                                   "were not collected", kinds[cat]))
+    return out
 
 
 def _comm_args(args, first_id, problems):

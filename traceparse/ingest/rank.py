@@ -6,13 +6,16 @@ the file path and an output folder, and returns plain data.
 
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from traceparse.errors import TraceError, shown
-from traceparse.ingest.columns import COMM_ARGS, EVENTS, MEMORY, NOTES, OP_ARGS, THREADS, event_tables
+from traceparse.ingest.columns import (
+    COMM_ARGS, EVENTS, MEMORY, NOTES, OP_ARGS, THREADS, device_kind_issues, device_kinds, event_tables,
+)
 from traceparse.ingest.plugin_metadata import read_metadata
 from traceparse.ingest.split import TraceSplitter
 
@@ -36,13 +39,16 @@ def parse_rank_file(path, out_dir) -> dict:
     splitter = TraceSplitter(path)
     writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema, compression="none")
                for name, schema in SCHEMAS.items()}  # read once, by the task that wrote it
-    n_all = n_complete = 0
+    n_all = n_complete = n_timed = 0
     max_ts = None
     steps = set()  # the trace's ProfilerStep#N: which profiled window of the job this file is
+    last = None  # the last complete event in the file's order (kept_until)
     problems = splitter.problems  # load-issue text -> count, from the splitter and the columns alike
+    kinds = Counter()  # device work and runtime calls by category (columns.device_kinds), said once per file
     try:
         for batch in splitter.batches():
             tables, n = event_tables(batch, n_complete, problems, steps)
+            device_kinds(tables["events"], kinds)
             for name, table in tables.items():
                 if table.num_rows:
                     writers[name].write_table(table)
@@ -52,13 +58,33 @@ def parse_rank_file(path, out_dir) -> dict:
                     max_ts = top
             n_all += len(batch)
             n_complete += n
+            n_timed += pc.count(tables["events"]["dur_ns"]).as_py()
+            if tables["events"].num_rows:
+                last = tables["events"].slice(tables["events"].num_rows - 1).to_pylist()[0]
     finally:
         for w in writers.values():
             w.close()
-    return _summary(path, splitter, n_all, n_complete, out_dir, max_ts, steps)
+    if n_complete and not n_timed:  # no event has an end: nothing of the rank can be placed in time (no window)
+        raise TraceError(path, f"none of its {n_complete} complete (ph=X) events has a usable duration "
+                               "(every dur is negative, missing or not a number)")
+    summary = _summary(path, splitter, n_all, n_complete, out_dir, max_ts, steps, kinds)
+    summary["kept_until_ns"] = kept_until(splitter.salvage, last)
+    return summary
 
 
-def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None, steps=()):
+def kept_until(salvage, last: dict | None) -> int | None:
+    """Up to when a file cut short inside traceEvents holds its rank's events (ns on the file's clock): the start of
+    the last complete event it kept; None when nothing after an event was lost (a whole file, or one cut after
+    traceEvents). Kineto writes each thread's events in time order, one thread after another: the thread it was
+    writing is whole up to that event's start, the threads written before it are whole, those after it are lost.
+    When the last event kept is Kineto's closing span (category ``Trace``, written after every thread's events),
+    every event was kept. (The complete steps are those that end by then: vocabulary/complete_steps.sql.)"""
+    if salvage is None or not salvage.inside_events or last is None or last.get("cat") == "Trace":
+        return None
+    return last["ts_ns"]
+
+
+def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None, steps=(), kinds=None):
     h = splitter.header
     info = h.distributedInfo if isinstance(h.distributedInfo, dict) else {}
     issues = []
@@ -86,6 +112,7 @@ def _summary(path, splitter, n_all, n_complete, out_dir, max_ts=None, steps=()):
                                   "timestamps taken as written", 1))
         base_time = None
     issues += [("info" if what in NOTES else "warning", f"{n} {what}", n) for what, n in splitter.problems.items()]
+    issues += device_kind_issues(kinds or Counter())
     if splitter.salvage:
         s = splitter.salvage
         issues.append(

@@ -48,10 +48,11 @@ CANDIDATES = 64
 class Salvage:
     """What a cut-off file lost."""
 
-    def __init__(self, lost_bytes: int, lost_events: int, reason: str):
+    def __init__(self, lost_bytes: int, lost_events: int, reason: str, inside_events: bool = True):
         self.lost_bytes = lost_bytes
         self.lost_events = lost_events
         self.reason = reason
+        self.inside_events = inside_events  # cut inside traceEvents: every event after the cut is lost
 
 
 class TraceSplitter:
@@ -397,7 +398,7 @@ class TraceSplitter:
         elif self.mode == "trailer":
             sc = self.scanner
             self.salvage = Salvage(self.seen - sc.start, 0,
-                                   problem or "JSON cut off after traceEvents (the rest of the header is lost)")
+                                   problem or "JSON cut off after traceEvents (the rest of the header is lost)", False)
         elif problem:
             self.problems[f"{problem}, after the end of the JSON: nothing lost"] += 1
         if self.garbage:

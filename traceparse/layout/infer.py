@@ -41,7 +41,7 @@ FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
 def infer_layout(con) -> dict:
     """{key: (value, evidence)} for every key in LAYOUT_KEYS."""
     out = {}
-    world = con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0]
+    world = _world(con)
     tagged = con.execute(
         "SELECT strategy, group_size, count(*) FROM comm_ops WHERE strategy IS NOT NULL GROUP BY ALL"
     ).fetchall()
@@ -57,6 +57,15 @@ def infer_layout(con) -> dict:
         out["microbatches"] = _accumulation(con)
     out.update(_dp_split(con, out))
     return out
+
+
+def _world(con):
+    """The job's rank count: distributedInfo's world size; without it, the ranks loaded when no rank records any
+    communication (nothing says another rank exists), else unknown (None: one rank's trace of a job names no size)."""
+    return con.execute(
+        """SELECT coalesce(max(world_size),
+                           CASE WHEN NOT EXISTS (SELECT 1 FROM comm_ops) THEN count(*) END) FROM ranks"""
+    ).fetchone()[0]
 
 
 def _degree(axis, sizes, world):
@@ -75,8 +84,11 @@ def _degree(axis, sizes, world):
 
 def _dp_degree(out, dp_sizes, world):
     model = [out[a][0] for a in MODEL_AXES]
-    if world is None or any(d is None for d in model):
-        return None, "world size or another degree unknown"
+    if world is None:
+        return None, "world size unknown: no trace gives it (distributedInfo) and the ranks communicate"
+    if any(d is None for d in model):
+        unknown = [a for a in MODEL_AXES if out[a][0] is None]
+        return None, f"world {world}, but {' and '.join(unknown)} unknown"
     tp, pp, cp, sp = model
     product = tp * pp * cp * sp
     if world % product:
@@ -124,12 +136,21 @@ def _zero_stage(con, dp):
 
 def _dp_split(con, out) -> dict:
     """dp_replicate and dp_shard (torchtitan's names; their product is dp): dp_shard is the size of the
-    data-parallel groups that shard state (ZeRO 1-3), within the sequence split they may span."""
-    dp, zero = out["dp"][0], out["zero_stage"][0]
+    data-parallel groups that shard state (ZeRO 1-3), within the sequence split they may span. Derived from
+    the inferred zero_stage, so the two say the same: stage 0 is plain replication, stage 1-3 sharding over
+    the sharded groups' size (unknown when no sharded group names its size), no stage an unknown split."""
+    (dp, _), (zero, zero_why) = out["dp"], out["zero_stage"]
     if dp is None:
         return {k: (None, "data-parallel degree unknown") for k in ("dp_replicate", "dp_shard")}
     if dp == 1:
         return {k: (1, "no data parallelism (dp = 1)") for k in ("dp_replicate", "dp_shard")}
+    if zero is None:
+        why = (f"ZeRO stage unknown ({zero_why}): how the {dp} data-parallel ranks split into replicas and "
+               "shards is unknown")
+        return {"dp_replicate": (None, why), "dp_shard": (None, why)}
+    if zero == 0:
+        why = f"plain replication (ZeRO-0) over the {dp} data-parallel ranks"
+        return {"dp_replicate": (dp, why), "dp_shard": (1, why)}
     rows = con.execute(
         "SELECT group_size, variant, count(*) FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL "
         "GROUP BY ALL ORDER BY 3 DESC"
@@ -138,16 +159,17 @@ def _dp_split(con, out) -> dict:
     for size, variant, n in rows:
         if variant and variant != "zero0":
             sharded[size] += n
-    if not zero or not sharded:
-        why = f"plain replication (ZeRO-0) over the {dp} data-parallel ranks"
-        return {"dp_replicate": (dp, why), "dp_shard": (1, why)}
+    if not sharded:
+        why = (f"state sharded (ZeRO-{zero}), in groups whose size the trace does not give: how the {dp} "
+               "data-parallel ranks split into replicas and shards is unknown")
+        return {"dp_replicate": (None, why), "dp_shard": (None, why)}
     s = sharded.most_common(1)[0][0]
     seq = (out["cp"][0] or 1) * (out["sp"][0] or 1)
     if s > dp and s % seq == 0:
         s //= seq  # the sharding group spans the sequence split too (torchtitan's dp_shard_cp)
     if s < dp and dp % s == 0:
         replicas = sorted({size for size, variant, _ in rows if variant == "zero0"})
-        why = (f"hybrid sharding (HSDP): state sharded over groups of {s} ranks, replicated across "
+        why = (f"hybrid sharding (HSDP): state sharded (ZeRO-{zero}) over groups of {s} ranks, replicated across "
                f"{dp // s} of them" + (f" (all-reduce groups of {replicas} ranks)" if replicas else ""))
         return {"dp_replicate": (dp // s, why), "dp_shard": (s, why)}
     why = f"state sharded (ZeRO-{zero}) over all {dp} data-parallel ranks"

@@ -31,10 +31,17 @@ def stated(ctx, key, unit=""):
 
 
 def run_shape(ctx) -> dict:
-    """Ranks loaded and profiled steps: the denominators of 'per rank per step'."""
-    ranks, steps = ctx.con.execute(
-        "SELECT (SELECT count(*) FROM ranks), (SELECT count(DISTINCT step) FROM steps)").fetchone()
-    return {"ranks": ranks, "steps": max(steps, 1), "stepped": steps > 0}
+    """Ranks loaded and profiled steps: the denominators of 'per rank per step' (the complete steps: step_windows).
+    ``unmeasured``: the ranks cut short (ranks.kept_until_ns) when some rank is whole: their bytes per step are
+    measured through the others, since a cut file may lose its worker threads (gloo's annotations, which give sizes
+    and groups) even in its complete steps; ``measured_ranks``: the others, the denominator of bytes per rank."""
+    ranks, steps, stepped, cut = ctx.con.execute(
+        "SELECT (SELECT count(*) FROM ranks), (SELECT count(DISTINCT step) FROM step_windows), "
+        "(SELECT count(*) > 0 FROM steps), "
+        "(SELECT coalesce(list(rank ORDER BY rank), []) FROM ranks WHERE kept_until_ns IS NOT NULL)").fetchone()
+    unmeasured = cut if len(cut) < ranks else []  # every rank cut: each measured as it is
+    return {"ranks": ranks, "steps": max(steps, 1), "stepped": stepped, "unmeasured": unmeasured,
+            "measured_ranks": ranks - len(unmeasured)}
 
 
 def degrees(ctx) -> dict:
@@ -70,11 +77,13 @@ def _grad_bytes(ctx, shape):
         """
         SELECT rank, any_value(variant) AS variant, sum(bytes_in) AS b, count(*) AS n, max(elem_bytes) AS eb
         FROM comm_ops
-        WHERE strategy = 'dp' AND bytes_in IS NOT NULL AND (step IS NOT NULL OR NOT ?)
+        WHERE strategy = 'dp' AND bytes_in IS NOT NULL
+          AND ((rank, step) IN (SELECT (rank, step) FROM step_windows) OR NOT ?)
+          AND NOT list_contains(?, rank)  -- run_shape's unmeasured ranks
           AND ((op = 'all_reduce' AND coalesce(variant, 'zero0') IN ('zero0', 'zero1'))
             OR (op = 'reduce_scatter' AND coalesce(variant, 'zero2') IN ('zero2', 'zero3')))
         GROUP BY rank
-        """, [shape["stepped"]])
+        """, [shape["stepped"], shape["unmeasured"]])
     return rows
 
 
@@ -87,7 +96,8 @@ def sync_rounds(ctx, deg) -> dict:
     rows = ctx.con.execute(
         """SELECT rank, step, bytes_in, count(*) FROM comm_ops
            WHERE strategy = 'dp' AND op = 'reduce_scatter' AND variant IN ('zero2', 'zero3')
-             AND step IS NOT NULL AND bytes_in IS NOT NULL GROUP BY ALL""").fetchall()
+             AND (rank, step) IN (SELECT (rank, step) FROM step_windows) AND bytes_in IS NOT NULL
+           GROUP BY ALL""").fetchall()
     if not rows:
         return fact(m, "no ZeRO-2/3 gradient reduce-scatter seen: the notes' one per micro-batch (m)")
     counts = defaultdict(lambda: m)
@@ -112,7 +122,7 @@ def phi_dp(ctx, shape, deg, dlt) -> dict:
     if rows and dlt["value"]:
         per_mb = rows[0]["variant"] in ("zero2", "zero3")  # reduce-scatter rounds: after every micro-batch, or once
         m = sync_rounds(ctx, deg)["value"] if per_mb else 1
-        total = sum(r["b"] for r in rows) / (shape["ranks"] * shape["steps"]) / dlt["value"] / m
+        total = sum(r["b"] for r in rows) / (shape["measured_ranks"] * shape["steps"]) / dlt["value"] / m
         what = "reduce-scatter input" if per_mb else "all-reduce"
         note = "; EP: the experts are not in it" if ep > 1 else ""
         return fact(total, f"trace: dp gradient {what} bytes per rank per step / delta"
@@ -158,7 +168,8 @@ def accumulated(ctx, shape, deg):
     compute some weight gradients without AccumulateGrad, so the count would miss parameters."""
     rows = ctx.con.execute(
         """SELECT e.rank, a.input_dims FROM events e JOIN op_args a USING (rank, ev_id)
-           WHERE e.name = 'torch::autograd::AccumulateGrad' AND (e.step IS NOT NULL OR NOT ?)""",
+           WHERE e.name = 'torch::autograd::AccumulateGrad'
+             AND ((e.rank, e.step) IN (SELECT (rank, step) FROM step_windows) OR NOT ?)""",
         [shape["stepped"]]).fetchall()
     received = {(rank, tuple(d)) for rank, dims in ctx.con.execute(
         """SELECT DISTINCT c.rank, a.input_dims FROM comm_intervals c JOIN op_args a USING (rank, ev_id)

@@ -146,7 +146,7 @@ def collectives(con) -> list[dict]:
         con,
         """
         WITH n AS (SELECT (SELECT count(*) FROM ranks) AS ranks,
-                          greatest((SELECT count(DISTINCT step) FROM steps), 1) AS steps,
+                          greatest((SELECT count(DISTINCT step) FROM step_windows), 1) AS steps,
                           (SELECT count(*) > 0 FROM steps) AS stepped)
         SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
                round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
@@ -156,7 +156,7 @@ def collectives(con) -> list[dict]:
                count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
                any_value(rule_id) AS rule_id
         FROM comm_ops, n
-        WHERE step IS NOT NULL OR NOT n.stepped
+        WHERE (rank, step) IN (SELECT (rank, step) FROM step_windows) OR NOT n.stepped
         GROUP BY 1, 2, 3 ORDER BY strategy, variant, op
         """,
     )
@@ -173,6 +173,9 @@ def untagged(con) -> dict:
         """,
     )[0]
     r["time_fraction"] = round(r["time_ns"] / r["all_time_ns"], 4) if r["all_time_ns"] else None
+    from traceparse.tagging.tag import untagged_why  # here: tagging imports DuckDB, which a kept document needs not
+
+    r["why"] = untagged_why(con)
     return r
 
 

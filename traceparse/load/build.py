@@ -1,7 +1,8 @@
 """Build a store over the ranks' Parquet: every stage that crosses ranks, in order, in one transaction.
 
 the run's rows, each rank's tables and vocabulary (written by its parse task: traceparse/vocabulary/per_rank.py)
-attached -> derive.sql, process groups, finish.sql (store) -> tagging (comm_features, rules) -> layout inference
+attached -> the complete steps (vocabulary/complete_steps.sql) -> derive.sql, process groups, finish.sql (store) ->
+tagging (comm_features, rules) -> layout inference
 -> the vocabulary that needs the tags (intervals, window totals, arrivals).
 """
 
@@ -10,7 +11,7 @@ import duckdb
 from traceparse.layout.infer import infer_layout
 from traceparse.store.build import create_store, derive, insert_kernel_rules, insert_layout, insert_raw
 from traceparse.tagging.tag import tag_comm_ops
-from traceparse.vocabulary import build_tagged
+from traceparse.vocabulary import build_cross_rank, build_tagged
 from traceparse.vocabulary.per_rank import run_per_rank
 
 
@@ -25,6 +26,7 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
         if not ranks:  # Flight Recorder dumps alone: the per-rank tables of no rank (empty)
             insert_kernel_rules(con, [])
             run_per_rank(con)
+        build_cross_rank(con)
         derive(con)
         tag_comm_ops(con)
         insert_layout(con, infer_layout(con))

@@ -2,6 +2,7 @@
 
 import glob
 import gzip
+import json
 import zlib
 from pathlib import Path
 
@@ -11,21 +12,35 @@ from traceparse.ingest.flight_recorder import INFLIGHT, is_dump
 SUFFIXES = (".json", ".json.gz")
 DUMPS = (".pkl", ".pickle")  # Flight Recorder dumps by name; any other file of a folder is one when its content says so
 PEEK = 4 << 20
+OTHER_JSON = "a JSON document without trace events"  # a config or results beside the traces: skipped unsaid
 
 
 def not_a_trace(p: Path) -> str | None:
     """Why a file found in a folder is not taken as a trace (a folder may hold configs, results,
-    empty files), or None when its start shows trace events."""
+    empty files), or None when its start shows trace events. ``OTHER_JSON`` when the whole file was read and is
+    a JSON document without trace events (a ``truth.json``, a config): evidently no trace, so skipped without a
+    load issue; an empty file, one that is not JSON (a trace cut short) or one longer than was read is said."""
     try:
         with (gzip.open(p, "rb") if p.name.endswith(".gz") else open(p, "rb")) as f:
             head = f.read(PEEK)
+            whole = not f.read(1)
     except (OSError, EOFError, zlib.error):
         return None  # unreadable: let loading report it
     if not head.strip():
         return "empty file"
     if b'"traceEvents"' in head or b'"ph"' in head:
         return None
+    if whole and _is_json(head):
+        return OTHER_JSON
     return "no trace events in its first 4 MB"
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def is_trace_name(p: Path) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from traceparse.version import __version__
 from traceparse.errors import TraceError, shown
-from traceparse.load.inputs import expand_inputs, folders_read, no_trace_files
+from traceparse.load.inputs import OTHER_JSON, expand_inputs, folders_read, no_trace_files
 from traceparse.load.parse import parse_batch
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
@@ -144,7 +144,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += align_clocks(summaries)
         issues += missing_ranks(summaries)
         issues += [(s["file"], sev, what, n) for s in summaries for sev, what, n in s["issues"]]
-        issues += [(shown(p), "info", f"skipped: {why}", 1) for p, why in skipped]
+        issues += [(shown(p), "info", f"skipped: {why}", 1) for p, why in skipped if why != OTHER_JSON]
         gone = {Path(p) for p, _ in skipped}
         issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])

@@ -11,26 +11,11 @@ one offline file without scripts, through ``page.text``.
 
 from traceparse.escape import markdown_cell, terminal
 from traceparse.render.page import CSP, STYLE, text as esc
+from traceparse.render.plain_table import shorten
 from traceparse.render.text import table
-from traceparse.units import size
+from traceparse.units import duration, in_unit as value
 
 MARK = {"regressed": "❌", "incomplete": "⚠️", "ok": "✅"}
-
-
-def value(v, unit: str) -> str:
-    """A metric value in its unit: ns as ms, bytes as the report writes them (text.size: kB, MB, ...), fractions and
-    ratios as numbers, a rank as 'rank N'."""
-    if v is None:
-        return "-"
-    if unit == "ns":
-        return f"{v / 1e6:,.3f} ms"
-    if unit == "bytes":
-        return size(v)
-    if unit in ("fraction", "ratio"):
-        return f"{v:.3f}"
-    if unit == "rank":
-        return f"rank {v}"
-    return str(v)
 
 
 def delta(row: dict) -> str:
@@ -85,7 +70,7 @@ def _rows(doc: dict) -> list[dict]:
 DIFF_TITLE = "What changed, kernel by kernel"
 DIFF_KINDS = (("kernels", "kernel", "GPU kernels"), ("cpu_ops", "cpu_op", "CPU ops"))
 NAME_WIDTH = 60
-DIFF_HEADERS = ["base ms", "new ms", "delta ms", "share", "calls/step"]
+DIFF_HEADERS = ["base", "new", "delta", "share", "calls/step"]
 
 
 def short(name: str, width: int = NAME_WIDTH) -> str:
@@ -101,19 +86,12 @@ def short(name: str, width: int = NAME_WIDTH) -> str:
             if depth == 0:
                 cut = cut[:i].rstrip() or cut
                 break
-    if len(cut) <= width:
-        return cut
-    head = (width - 3) * 2 // 3
-    return cut[:head] + "..." + cut[len(cut) - (width - 3 - head):]
+    return shorten(cut, width)
 
 
 def diff_name(row: dict, width: int = NAME_WIDTH) -> str:
     """The row's name, shortened, with a communication kernel's strategy in brackets."""
     return short(row["name"], width) + (f" [{row['strategy']}]" if row["strategy"] else "")
-
-
-def _ms(ns, sign: bool = False) -> str:
-    return "-" if ns is None else f"{ns / 1e6:{'+' if sign else ''},.3f}"
 
 
 def _calls(row: dict) -> str:
@@ -129,8 +107,9 @@ def _only(row: dict) -> str:
 
 
 def diff_cells(row: dict) -> list[str]:
-    """base, new, delta (ms per rank per step), share of the step-time change, calls per step."""
-    return [_ms(row["base_ns_per_step"]), _ms(row["new_ns_per_step"]), _ms(row["delta_ns_per_step"], sign=True),
+    """base, new, delta (per rank per step), share of the step-time change, calls per step."""
+    return [duration(row["base_ns_per_step"]), duration(row["new_ns_per_step"]),
+            duration(row["delta_ns_per_step"], sign=True),
             _share(row), _calls(row)]
 
 
@@ -139,8 +118,8 @@ def diff_step_line(d: dict) -> str:
     steps = d.get("step_ns") or {}
     if d.get("step_change_ns") is None:
         return "mean step time per rank unknown in a run: no share of its change"
-    return (f"mean step time per rank {_ms(steps.get('base'))} -> {_ms(steps.get('new'))} ms "
-            f"({_ms(d['step_change_ns'], sign=True)} ms); share = delta / that change")
+    return (f"mean step time per rank {duration(steps.get('base'))} -> {duration(steps.get('new'))} "
+            f"({duration(d['step_change_ns'], sign=True)}); share = delta / that change")
 
 
 def diff_heading(d: dict, key: str, kind: str, title: str) -> str:
@@ -159,10 +138,9 @@ def render_diff_text(d: dict | None) -> list[str]:
         if not d[key]:
             continue
         out += ["", f"  {diff_heading(d, key, kind, title)}:"]
-        # one line per name: table() shows a newline in a name as '\n', so its lines match the notes
-        lines = table([kind, *DIFF_HEADERS], [[diff_name(r), *diff_cells(r)] for r in d[key]]).split("\n")
-        notes = ["note", "----", *map(_only, d[key])] if any(r["only_in"] for r in d[key]) else [""] * len(lines)
-        out += [f"    {line}  {note}".rstrip() for line, note in zip(lines, notes, strict=True)]
+        noted = any(r["only_in"] for r in d[key])
+        out.append(table([kind, *DIFF_HEADERS, *(["note"] if noted else [])],
+                         [[diff_name(r), *diff_cells(r), *([_only(r)] if noted else [])] for r in d[key]], "    "))
     return [*out, ""]
 
 
@@ -181,9 +159,8 @@ def render_text(doc: dict) -> str:
     rows = _rows(doc)
     cells = [[("! " if r["regressed"] else "  ") + r["id"], value(r["base"], r["unit"]), value(r["new"], r["unit"]),
               delta(r), relative(r), r["threshold"] or "-"] for r in rows]
-    lines = table(["  metric", "base", "new", "delta", "relative", "threshold"], cells).split("\n")
-    notes = ["note", "----", *(terminal(r["note"]) for r in rows)]
-    out += [f"{line}  {note}" for line, note in zip(lines, notes, strict=True)]
+    out.append(table(["  metric", "base", "new", "delta", "relative", "threshold"], cells,
+                     notes=[r["note"] for r in rows]))
     out += ["", *render_diff_text(doc.get("diff")), verdict_line(doc)]
     return terminal("\n".join(out), newlines=True)
 

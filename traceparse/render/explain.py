@@ -1,15 +1,20 @@
 """``traceparse explain ID`` as text, from plain data: a check's spec (its fields as a dict), a tag rule, a
-communication kernel rule, a vocabulary table, a metric of the glossary.
+communication kernel rule, a vocabulary table, a metric of the glossary; every id (``--list``), and the line for an
+unknown one.
 
-A check's or metric's long fields print as short labelled lines: ``  label:`` then the text wrapped to
-``WIDTH``, a sentence to a paragraph. A cited section of the parallelism reference ("docs/parallelism.md
-3.2") is never split across lines, and the text ends with the command that prints it (``traceparse docs``).
+A check or metric opens with what its number means for the user in plain words (``  what it means:``, from
+traceparse/document/meaning.py), then its definition. Its long fields print as short labelled lines: ``  label:``
+then the text wrapped to ``WIDTH``, a sentence to a paragraph. A cited section of the parallelism reference
+("docs/parallelism.md 3.2") is never split across lines, and the text ends with the command that prints it
+(``traceparse docs``).
 """
 
+import difflib
 import re
 import textwrap
 
 from traceparse.document.reference import CITED, cited_sections
+from traceparse.errors import shown
 from traceparse.escape import terminal
 
 WIDTH = 100
@@ -37,16 +42,18 @@ def with_docs(text: str) -> str:
     return terminal(text, newlines=True)  # a rule file's examples may hold any text
 
 
-def render_check(spec: dict) -> str:
-    """A check's spec: ``id: title`` then its definition, numerator, denominator, needs and notes."""
-    lines = [f"{spec['id']}: {spec['title']}"]
+def render_check(spec: dict, meaning: str) -> str:
+    """A check's spec: ``id: title``, what it means in plain words, then its definition, numerator, denominator,
+    needs and notes."""
+    lines = [f"{spec['id']}: {spec['title']}", labelled("what it means", meaning)]
     lines += [labelled(label, spec[label]) for label in CHECK_FIELDS if spec.get(label)]
     return with_docs("\n".join(lines))
 
 
-def render_metric(ident: str, title: str, definition: str, reported_as: str) -> str:
-    return with_docs("\n".join([f"{ident}: {title}", labelled("definition", definition),
-                                labelled("reported as", reported_as)]))
+def render_metric(ident: str, title: str, definition: str, reported_as: str, meaning: str) -> str:
+    """A metric: ``id: title``, what it means in plain words, then its definition and how it is reported."""
+    return with_docs("\n".join([f"{ident}: {title}", labelled("what it means", meaning),
+                                labelled("definition", definition), labelled("reported as", reported_as)]))
 
 
 def _examples(rule: dict) -> list[str]:
@@ -75,3 +82,17 @@ def render_kernel_rule(rule: dict) -> str:
 def render_vocabulary(ident: str, comment: str, columns) -> str:
     """A vocabulary table: what it holds, then each column with its type and meaning."""
     return with_docs("\n".join([f"{ident}: {comment}", *(f"  {c} ({t}): {doc}" for c, t, doc in columns)]))
+
+
+def render_ids(groups: dict[str, list[str]]) -> str:
+    """Every id ``explain`` knows, by kind (``groups``: kind -> ids), each list wrapped."""
+    return "\n".join(["traceparse explain ID prints one of:"] + [labelled(kind, ", ".join(ids)) for kind, ids in groups.items()])
+
+
+def unknown_id(ident: str, known: list[str]) -> str:
+    """The one line for an id ``explain`` does not know: the known ids closest to it (letter case aside), then where
+    the whole list is."""
+    by_lower = {k.lower(): k for k in known}
+    close = [by_lower[k] for k in difflib.get_close_matches(ident.lower(), list(by_lower), n=3)]
+    guess = f"; did you mean: {', '.join(close)}?" if close else ""
+    return f"unknown id '{shown(ident)}'{guess} (every id: traceparse explain --list)"

@@ -64,7 +64,8 @@ def load_problems(doc) -> str:
 
 
 def findings(doc) -> str:
-    """Every check, fail and warn first, with its findings; a check without any says why (reason) or 'ok'."""
+    """A rank cut short first (what the verdicts leave out), the costliest causes, then every check, fail and warn
+    first, with its findings; a check without any says why (reason) or 'ok'."""
     checks = sorted(doc["checks"].items(), key=lambda kv: -STATUS_ORDER.get(kv[1]["status"], -2))
     items = []
     for cid, c in checks:
@@ -81,7 +82,8 @@ def findings(doc) -> str:
                   for c in shown_causes(doc))
     why = (f'<p>Why the steps are slow, by replay (what taking each cause away saves; <code>traceparse explain '
            f'causes</code>):</p><ul class="findings">{why}</ul>') if why else ""
-    return (f'<section id="findings"><h2>Findings</h2>{why}<p>{text(head)}; '
+    cut = "".join(f'<p>{badge("warn")} <b>cut short</b>: {text(c["finding"])}</p>' for c in doc.get("cut_short") or [])
+    return (f'<section id="findings"><h2>Findings</h2>{cut}{why}<p>{text(head)}; '
             f'<code>traceparse explain &lt;check&gt;</code> defines each.</p><ul class="findings">{"".join(items)}</ul>'
             "</section>")
 

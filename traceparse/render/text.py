@@ -15,13 +15,13 @@ as visible escapes; each report whole once more with the newlines it wrote kept.
 import re
 import statistics
 
-from traceparse.axes import LAYOUT_KEYS
+from traceparse.axes import AXES, HSDP_KEYS, LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
 from traceparse.render.critical_path import render_critical_path
 from traceparse.escape import terminal
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
-from traceparse.units import first_of, ms, pct, size
+from traceparse.units import count, first_of, ms, number, pct, size
 
 
 SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
@@ -42,6 +42,7 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
         f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
         "",
+        *[f"cut short: {terminal(c['finding'])}" for c in doc.get("cut_short") or []],  # the first finding
         *filter(None, [render_causes(doc)]),
         render_findings(doc),
         "",
@@ -128,7 +129,8 @@ def render_layout(doc) -> str:
     lay = doc["layout"]
     keys = LAYOUT_KEYS
     out = ["layout (inferred; explain: layout)", "  " + "  ".join(f"{k}={_val(lay[k])}" for k in keys)]
-    out += [f"  {k}: {terminal(lay['evidence'][k])}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")]
+    out += [f"  {k}: {terminal(lay['evidence'][k])}" for k in keys if lay[k] not in (1, None) or k in ("dp", "zero_stage")
+            or lay[k] is None and k in AXES + HSDP_KEYS]  # a degree unknown: why
     out += _metadata_lines(doc.get("metadata") or {})
     check = doc.get("layout_check", {})
     for c in check.get("stated", []):
@@ -161,7 +163,7 @@ def render_collectives(doc) -> str:
         "calls, not the notes' volume)",
         table(
             ["strategy", "variant", "op", "count", INPUT_BYTES, "time", "no size", "rule"],
-            [[r["strategy"], r["variant"] or "", r["op"], r["count"], size(r["input_bytes_per_rank_per_step"]),
+            [[r["strategy"], r["variant"] or "", r["op"], number(r["count"]), size(r["input_bytes_per_rank_per_step"]),
               ms(r["time_per_rank_per_step_ns"]), r["ops_without_size"], r["rule_id"] or ""] for r in rows],
         ),
         _untagged_line(doc["untagged"]),
@@ -189,7 +191,10 @@ def render_volume(doc) -> str:
 
 
 def _untagged_line(u) -> str:
-    return f"untagged: {u['ops']} of {u['all_ops']} operations, {pct(u['time_fraction'])} of communication time"
+    """How much communication no rule tagged, and why (by reason, the operations each holds)."""
+    why = "; ".join(f"{count(w['ops'], 'operation')}: {terminal(w['why'])}" for w in u.get("why") or [])
+    return (f"untagged: {u['ops']} of {count(u['all_ops'], 'operation')}, {pct(u['time_fraction'])} of communication "
+            f"time" + (f" ({why})" if why else ""))
 
 
 def render_tags(doc) -> str:
@@ -394,7 +399,9 @@ def _verdict(imb) -> str:
     if not e:
         return verdict or "none"
     p = "p unknown" if e.get("p") is None else f"p = {e['p']:.2g}"
-    return (f"{verdict or 'none'} (most costly: rank {e['rank']}, lateness {ms(e['lateness_ns'])}, {p}, "
+    late = e["lateness_ns"]
+    late = f"lateness {ms(late)}" if late is None or late >= 0 else f"{ms(-late)} early on average"
+    return (f"{verdict or 'none'} (most costly: rank {e['rank']}, {late}, {p}, "
             f"others lose {ms(e['lost_per_step_ns'])} a step)")
 
 

@@ -1,6 +1,7 @@
 """The text of ``traceparse whatif``. A value that cannot be forecast (None) prints as ``-``, never as 0; what the
 trace gives (an input's value or source) through ``escape.terminal``."""
 
+from traceparse.units import count, in_unit, size
 from traceparse.units import ms as _ms
 from traceparse.units import pct as _share
 from traceparse.axes import AXES, SCHEDULE_KEYS
@@ -24,10 +25,6 @@ def short_name(t: dict) -> str:
     """layout_name, compact for a chart's axis: 'dp2 tp1 pp2 z1 1f1b m2'."""
     parts = [p.split("=") for p in layout_name(t).split(", ")]
     return " ".join(f"{SHORT.get(k, k)}{v}" for k, v in parts)
-
-
-def _bytes(b):
-    return "-" if b is None else f"{b:,.0f} B"
 
 
 def _kind_lines(doc: dict) -> list[str]:
@@ -59,23 +56,25 @@ def render_whatif(doc: dict) -> str:
              f"{_ms(sum(f['value'] or 0 for f in m['exposed_comm_ns'].values()))} + the rest)",
              f"bubble: {_share(p['bubble'])} (the notes' formula); replayed: {_share(p['bubble_replay'])} "
              f"({doc['how']['bubble_replay']})",
-             f"memory per device: {_bytes(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
-             f"  activations: {_bytes(p['activation_bytes'])} ({doc['how']['memory']['activations_source']})",
+             f"memory per device: {size(p['memory_per_device_bytes'])} ({doc['how']['memory']['why']})",
+             f"  activations: {size(p['activation_bytes'])} ({doc['how']['memory']['activations_source']})",
              "communication volume per rank per step (notes' count: all-reduce 2x):"]
     for k, b in p["bytes_per_rank_per_step"].items():
-        lines.append(f"  {k}: {_bytes(b)}  [{doc['how']['bytes'][k]}]")
+        lines.append(f"  {k}: {size(b)}  [{doc['how']['bytes'][k]}]")
     lines.append("exposed communication per step:")
     for k, ns in p["exposed_comm_ns"].items():
         lines.append(f"  {k}: {_ms(ns)}  [{doc['how']['exposed_comm'][k]}]")
     lines.append("communication measured (time = latency + bytes / bandwidth; relative RMS error of the fit):")
     for f in m["comm_fit"]:
-        latency = "-" if f["latency_ns"] is None else f"{f['latency_ns'] / 1e3:.0f} us"
-        bw = "-" if f["bandwidth_bytes_per_s"] is None else f"{f['bandwidth_bytes_per_s'] / 1e9:.3g} GB/s"
-        lines.append(f"  {f['strategy']} {f['op']} x{f['group_size']}: {f['ops']} ops, {f['sizes']} sizes, latency "
-                     f"{latency}, bandwidth {bw}, error {f['rms_error']:.0%}")
+        bw = f["bandwidth_bytes_per_s"]
+        lines.append(f"  {f['strategy']} {f['op']} x{f['group_size']}: {count(f['ops'], 'op')}, "
+                     f"{count(f['sizes'], 'size')}, latency {_ms(f['latency_ns'])}, bandwidth "
+                     f"{'-' if bw is None else size(bw) + '/s'}, error {f['rms_error']:.0%}")
     lines.append("inputs:")
     for k, f in doc["inputs"].items():
-        lines.append(f"  {k} = {terminal(f['value'])}  ({terminal(f['source'])})")
+        unit = "ns" if k.endswith("_ns") else "bytes" if k.endswith("_bytes") else ""
+        value = "unknown" if f["value"] is None else terminal(in_unit(f["value"], unit))
+        lines.append(f"  {k} = {value}  ({terminal(f['source'])})")
     return terminal("\n".join(lines), newlines=True)
 
 
@@ -136,7 +135,7 @@ def render_sweep(doc: dict) -> str:
         t, p, k = c["layout"], c["prediction"], c["forecast_kind"]
         step = "excluded" if c["excluded"] else f"step {_ms(p['step_time_ns'])}"
         note = _note(c)
-        lines.append(f"  {i}. {layout_name(t)}: {step}; memory {_bytes(p['memory_per_device_bytes'])}; "
+        lines.append(f"  {i}. {layout_name(t)}: {step}; memory {size(p['memory_per_device_bytes'])}; "
                      f"kind {kind_label(k)}, {error_text(k)}" + (f"; {note}" if note and not c["excluded"] else "")
                      + (f" ({c['excluded']})" if c["excluded"] else ""))
     lines += _summary(doc) + _kinds_legend(doc)
@@ -238,7 +237,7 @@ def sweep_table_html(doc: dict) -> str:
         p, k = c["prediction"], c["forecast_kind"]
         rows.append([i, layout_name(c["layout"]), TIER_LABELS[c["tier"]], kind_label(k),
                      error_text(k).removeprefix("error "), "-" if c["excluded"] else _ms(p["step_time_ns"]),
-                     _bytes(p["memory_per_device_bytes"]), _note(c)])
+                     size(p["memory_per_device_bytes"]), _note(c)])
     return _table(heads, rows, num=(0, 5, 6), classes=[c["tier"] for c in doc["candidates"]])
 
 
@@ -253,8 +252,8 @@ def _forecast_table_html(doc: dict) -> str:
     rows += [("other (idle, Python, launches)", _ms(p["other_ns"]), ""),
              ("bubble (the notes' formula)", _share(p["bubble"]), ""),
              ("bubble (replayed)", _share(p["bubble_replay"]), ""),
-             ("memory per device", _bytes(p["memory_per_device_bytes"]), "")]
-    rows += [(f"bytes per rank per step: {k}", _bytes(b), "") for k, b in p["bytes_per_rank_per_step"].items()]
+             ("memory per device", size(p["memory_per_device_bytes"]), "")]
+    rows += [(f"bytes per rank per step: {k}", size(b), "") for k, b in p["bytes_per_rank_per_step"].items()]
     return _table(["term", "forecast", "measured run"], rows, num=(1, 2))
 
 

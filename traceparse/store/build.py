@@ -158,8 +158,10 @@ def _insert_ranks(con, ranks):
     cols = [
         "rank", "rank_source", "world_size", "backend", "device_name", "host", "file", "file_bytes",
         "base_time_ns", "clock_offset_ns", "clock_method", "schema_version", "trace_id", "versions",
-        "record_shapes", "profile_memory", "n_events", "n_complete", "cut_off",
+        "record_shapes", "profile_memory", "n_events", "n_complete", "cut_off", "kept_until_ns",
     ]
+    ranks = [{**r, "kept_until_ns": None if r.get("kept_until_ns") is None
+              else r["kept_until_ns"] + (r["clock_offset_ns"] or 0)} for r in ranks]  # on the run's clock
     rows = [[json.dumps(r[c]) if c == "versions" else r[c] for c in cols] for r in ranks]
     con.executemany(f"INSERT INTO ranks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
 

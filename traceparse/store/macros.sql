@@ -131,3 +131,14 @@ CREATE OR REPLACE MACRO thread_work(cat, name, dur_ns) AS (
     cat IN ('cpu_op', 'user_annotation', 'cuda_runtime', 'cuda_driver') AND dur_ns > 0
     AND NOT starts_with(name, 'ProfilerStep#')
 );
+
+-- Device work: what a GPU does, event by event: a kernel, a memcpy or a memset (gpu_activity holds every one, with
+-- its launch). Not the profiler's other events on a GPU's stream: a gpu_user_annotation (a label drawn over work
+-- already counted) or a cuda_sync (a stream, event or context synchronization: waiting, not working). The GPU
+-- section's busy and idle (vocabulary/gpu_time.sql) and the busy table's GPU streams (vocabulary/busy_time.sql)
+-- select from gpu_activity, so both read this one definition.
+CREATE OR REPLACE MACRO device_work(cat) AS (cat IN ('kernel', 'gpu_memcpy', 'gpu_memset'));
+
+-- An event the profiler records on a GPU's stream: device work, or an annotation or a synchronization beside it.
+-- A lane (pid, tid) holding one is a GPU stream, not a CPU thread.
+CREATE OR REPLACE MACRO device_event(cat) AS (device_work(cat) OR cat IN ('gpu_user_annotation', 'cuda_sync'));

@@ -5,7 +5,7 @@ One definition serves three readers: the CREATE TABLE statements, the
 of docs/schema.md (``traceparse schema`` prints it; a test keeps them equal).
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: ranks.kept_until_ns, incomplete_steps
 
 TABLES = {
     "meta": (
@@ -38,6 +38,9 @@ TABLES = {
             ("n_complete", "BIGINT", "complete (ph = X) events, the rows of events for this rank"),
             ("cut_off", "BOOLEAN", "the file ends before its JSON does (a crashed job, a damaged gzip): its complete "
              "events were kept, what was lost is in load_issues"),
+            ("kept_until_ns", "BIGINT", "a file cut off inside traceEvents: the start of the last complete event it "
+             "kept, on the run's clock, up to when its rank's events are whole (NULL: nothing after an event lost); "
+             "the steps that end by then are complete (incomplete_steps)"),
         ],
     ),
     "process_groups": (
@@ -289,8 +292,9 @@ VOCABULARY = {
         ],
     ),
     "step_windows": (
-        "Vocabulary: the windows every per-step number is computed in: one per ProfilerStep#N of a rank, or one "
-        "whole-trace window (step NULL) for a rank without ProfilerStep#N. An interval belongs to the window its "
+        "Vocabulary: the windows every per-step number is computed in: one per ProfilerStep#N of a rank, of the "
+        "complete steps only (a step a rank cut short did not finish is left out for every rank: incomplete_steps), "
+        "or one whole-trace window (step NULL) for a rank without ProfilerStep#N. An interval belongs to the window its "
         "anchor falls in (comm_intervals, compute_intervals: step, in_window) and counts whole there, also where it "
         "ends after the window; intervals anchored before the first or after the last step belong to no window and "
         "are left out of per-step numbers.",
@@ -301,6 +305,20 @@ VOCABULARY = {
             ("end_ns", "BIGINT", "end, ns on the run's clock"),
             ("dur_ns", "BIGINT", "end_ns - start_ns"),
             ("source", "VARCHAR", "'ProfilerStep#N' or 'whole trace (no ProfilerStep#N)'"),
+        ],
+    ),
+    "incomplete_steps": (
+        "Vocabulary: the profiler steps left out of every per-step number because a rank cut short did not finish "
+        "them (traceparse/vocabulary/complete_steps.sql). A step is complete when every rank whose file was cut off "
+        "inside traceEvents (ranks.kept_until_ns) has its ProfilerStep#N and it ends by the rank's kept_until_ns; "
+        "an incomplete step is left out for every rank (its windows are not in step_windows), since the other "
+        "ranks' waits, collectives and step graph in it involve what the cut rank never recorded. Empty when no "
+        "file was cut.",
+        [
+            ("step", "BIGINT", "N of ProfilerStep#N (a step some rank has)"),
+            ("rank", "INTEGER", "the rank cut short that did not finish it (the lowest, when several)"),
+            ("kept_until_ns", "BIGINT", "that rank's ranks.kept_until_ns"),
+            ("why", "VARCHAR", "'ends after the last event its file kept' or 'not in what its file kept'"),
         ],
     ),
     "backward_passes": (
@@ -511,6 +529,10 @@ def ddl(tables=None, comments=True) -> str:
     return "\n".join(parts)
 
 
+# a group trait of an operation whose group is unknown (features.sql: unknown_group_traits)
+UNKNOWN_GROUP = ("; of an operation whose group is unknown: false when no operation of its rank with an unknown "
+                 "group shows it, else NULL (unknown)")
+
 # comm_features (built by traceparse/tagging/features.sql), what tagging rules see: name -> (DuckDB type, definition)
 FEATURES = {
     "rank": ("INTEGER", "rank of the operation"),
@@ -537,11 +559,11 @@ FEATURES = {
     "uneven_split": ("BOOLEAN", "an all_to_all whose split sizes differ between ranks (data-dependent routing)"),
     "attention_between": ("BOOLEAN", "an attention op runs between this all_to_all and the next one of its group on the rank"),
     "p2p_shape": ("VARCHAR", "for send/recv: ring (every member sends to its ring neighbours equally often) or chain (anything else)"),
-    "group_forward_all_reduce": ("BOOLEAN", "the group all-reduces during forward on some rank (activations, not gradients)"),
-    "group_forward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during forward on some rank (activations: sequence parallelism)"),
-    "group_backward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during backward on some rank (gradients)"),
-    "group_uneven_all_to_all": ("BOOLEAN", "the group has an all_to_all with uneven split sizes"),
-    "group_attention_all_to_all": ("BOOLEAN", "the group has an all_to_all next to attention"),
+    "group_forward_all_reduce": ("BOOLEAN", "the group all-reduces during forward on some rank (activations, not gradients)" + UNKNOWN_GROUP),
+    "group_forward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during forward on some rank (activations: sequence parallelism)" + UNKNOWN_GROUP),
+    "group_backward_reduce_scatter": ("BOOLEAN", "the group reduce-scatters during backward on some rank (gradients)" + UNKNOWN_GROUP),
+    "group_uneven_all_to_all": ("BOOLEAN", "the group has an all_to_all with uneven split sizes" + UNKNOWN_GROUP),
+    "group_attention_all_to_all": ("BOOLEAN", "the group has an all_to_all next to attention" + UNKNOWN_GROUP),
 }
 
 

@@ -117,17 +117,37 @@ SELECT group_key,
        bool_or(op = 'all_to_all' AND attention_between) AS group_attention_all_to_all
 FROM base WHERE group_key IS NOT NULL GROUP BY group_key;
 
+-- an operation whose group is unknown may share its group with any other such operation of its rank (a rank
+-- calls every collective of each of its groups): a trait is false when none of them shows it, else unknown
+-- (NULL), never true, so a rule that needs a group's whole pattern neither matches nor is ruled out
+CREATE TEMP TABLE unknown_group_traits AS
+SELECT rank,
+       CASE WHEN bool_or(op = 'all_reduce' AND phase = 'forward') THEN NULL ELSE false END AS group_forward_all_reduce,
+       CASE WHEN bool_or(op = 'reduce_scatter' AND phase = 'forward') THEN NULL ELSE false END
+           AS group_forward_reduce_scatter,
+       CASE WHEN bool_or(op = 'reduce_scatter' AND phase = 'backward') THEN NULL ELSE false END
+           AS group_backward_reduce_scatter,
+       CASE WHEN bool_or(op = 'all_to_all' AND uneven_split) THEN NULL ELSE false END AS group_uneven_all_to_all,
+       CASE WHEN bool_or(op = 'all_to_all' AND attention_between) THEN NULL ELSE false END AS group_attention_all_to_all
+FROM base WHERE group_key IS NULL GROUP BY rank;
+
 CREATE OR REPLACE TABLE comm_features AS
 SELECT b.*, s.p2p_shape,
-       coalesce(g.group_forward_all_reduce, false) AS group_forward_all_reduce,
-       coalesce(g.group_forward_reduce_scatter, false) AS group_forward_reduce_scatter,
-       coalesce(g.group_backward_reduce_scatter, false) AS group_backward_reduce_scatter,
-       coalesce(g.group_uneven_all_to_all, false) AS group_uneven_all_to_all,
-       coalesce(g.group_attention_all_to_all, false) AS group_attention_all_to_all
+       CASE WHEN b.group_key IS NULL THEN u.group_forward_all_reduce
+            ELSE coalesce(g.group_forward_all_reduce, false) END AS group_forward_all_reduce,
+       CASE WHEN b.group_key IS NULL THEN u.group_forward_reduce_scatter
+            ELSE coalesce(g.group_forward_reduce_scatter, false) END AS group_forward_reduce_scatter,
+       CASE WHEN b.group_key IS NULL THEN u.group_backward_reduce_scatter
+            ELSE coalesce(g.group_backward_reduce_scatter, false) END AS group_backward_reduce_scatter,
+       CASE WHEN b.group_key IS NULL THEN u.group_uneven_all_to_all
+            ELSE coalesce(g.group_uneven_all_to_all, false) END AS group_uneven_all_to_all,
+       CASE WHEN b.group_key IS NULL THEN u.group_attention_all_to_all
+            ELSE coalesce(g.group_attention_all_to_all, false) END AS group_attention_all_to_all
 FROM base b
 LEFT JOIN p2p_shape s ON s.group_key = b.group_key AND b.op IN ('send', 'recv')
-LEFT JOIN group_traits g ON g.group_key = b.group_key;
+LEFT JOIN group_traits g ON g.group_key = b.group_key
+LEFT JOIN unknown_group_traits u ON u.rank = b.rank;
 
 DROP TABLE ctx_events; DROP TABLE backward_window;
 DROP TABLE op_in_pass; DROP TABLE op_ctx; DROP TABLE a2a_window; DROP TABLE a2a_between;
-DROP TABLE base; DROP TABLE p2p_links; DROP TABLE p2p_shape; DROP TABLE group_traits;
+DROP TABLE base; DROP TABLE p2p_links; DROP TABLE p2p_shape; DROP TABLE group_traits; DROP TABLE unknown_group_traits;

@@ -14,11 +14,30 @@ afterwards (docs/parallelism.md 3.1, 3.3):
   lie between two passes, in forward, and do not make the group zero3; ZeRO-3
   re-gathers inside each pass's backward.
 - TP: megatron_sp when the group reduce-scatters or all-gathers activations
-  (Megatron sequence parallelism), else megatron.
+  (Megatron sequence parallelism), else megatron; NULL (unknown) when the
+  operation's group is unknown, since the variant is its group's pattern.
+
+No rule tags a collective of one rank (LONE: its group has one rank, or its world
+does): it exchanges nothing with another rank, so it serves no strategy
+(docs/parallelism.md 2: a collective combines or moves the buffers of its
+group's members; 1: a degree of one is no parallelism).
 """
 
+from traceparse.store.query import rows
 from traceparse.tagging.features import build_features
 from traceparse.tagging.rules import load_rules
+
+# a comm_features row of one rank: its group, or its whole world, has one rank
+LONE = "(coalesce(len(group_ranks), group_size) = 1 OR world_size = 1)"
+
+# why an operation stayed untagged, first that holds
+UNTAGGED_WHY = (
+    (LONE, "a collective of one rank (its group or its world has one rank): it exchanges nothing with another "
+           "rank, so it serves no strategy"),
+    ("group_key IS NULL", "its process group is unknown (the trace names none) and nothing in the operation alone "
+                          "decides: the rules that tell strategies apart by a group's whole pattern cannot"),
+    ("true", "no tagging rule matched"),
+)
 
 
 def tag_comm_ops(con):
@@ -26,7 +45,8 @@ def tag_comm_ops(con):
     for rule in load_rules():
         con.execute(
             f"""UPDATE comm_ops c SET strategy = ?, variant = ?, rule_id = ?, confidence = ?
-                FROM (SELECT rank, op_id FROM comm_features WHERE coalesce(({rule.when}), false)) m
+                FROM (SELECT rank, op_id FROM comm_features
+                      WHERE coalesce(({rule.when}), false) AND NOT coalesce({LONE}, false)) m
                 WHERE m.rank = c.rank AND m.op_id = c.op_id AND c.strategy IS NULL""",
             [rule.strategy, rule.variant, rule.id, rule.confidence],
         )
@@ -56,4 +76,25 @@ def tag_comm_ops(con):
                               WHERE o.strategy = 'tp' AND o.op IN ('reduce_scatter', 'all_gather')
                                 AND f2.phase IN ('forward', 'backward'))
         """
+    )
+    con.execute(
+        """
+        UPDATE comm_ops c SET variant = NULL
+        FROM comm_features f
+        WHERE c.strategy = 'tp' AND f.rank = c.rank AND f.op_id = c.op_id AND f.group_key IS NULL
+        """
+    )
+
+
+def untagged_why(con) -> list[dict]:
+    """[{why, ops, time_ns}]: the untagged operations by why no rule tagged them (UNTAGGED_WHY), costliest first."""
+    case = " ".join(f"WHEN coalesce({cond}, false) THEN ?" for cond, _ in UNTAGGED_WHY)
+    return rows(
+        con,
+        f"""SELECT CASE {case} END AS why, count(*) AS ops, sum(c.dur_ns)::BIGINT AS time_ns
+            FROM comm_features f
+            JOIN (SELECT rank, op_id, coalesce(exec_dur_ns, host_dur_ns, 0) AS dur_ns FROM comm_ops
+                  WHERE strategy IS NULL) c USING (rank, op_id)
+            GROUP BY 1 ORDER BY time_ns DESC, why""",
+        [why for _, why in UNTAGGED_WHY],
     )

@@ -10,6 +10,9 @@ per_rank.py, and copied into the store; tagging and layout inference select from
   pipeline_marks.sql  pipeline_marks: the pipeline-schedule annotations, parsed once
   (and, after derive.sql, interval_geometry.sql: each interval placed in its window, before the tags;
   op_self_times.sql: op_self_times, the compute floor's per-rank part; per_rank.py lists the order)
+Across ranks, before tagging (``CROSS_RANK``, ``build_cross_rank``: run on the copied per-rank tables):
+  complete_steps.sql  incomplete_steps: the steps a rank cut short did not finish, left out of step_windows for
+                      every rank (a complete step is defined there, once)
 After tagging and layout inference (``build_tagged``: they carry each operation's strategy):
   intervals.sql       comm_intervals, compute_intervals
   window_totals.sql   window_totals
@@ -18,13 +21,20 @@ After tagging and layout inference (``build_tagged``: they carry each operation'
   load_checks.sql     load_issues for impossible values set aside in a relation between events (a GPU activity
                       that starts before its launch)
 
-traceparse/load/build.py runs ``build_tagged`` inside the store's one build transaction.
+traceparse/load/build.py runs ``build_cross_rank`` and ``build_tagged`` inside the store's one build transaction.
 """
 
 from traceparse.store.query import sql_file
 
 UNTAGGED = ("main_threads.sql", "step_windows.sql", "phases.sql", "pipeline_marks.sql")
+CROSS_RANK = ("complete_steps.sql",)
 TAGGED = ("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql", "load_checks.sql")
+
+
+def build_cross_rank(con):
+    """The concepts that need every rank's per-rank tables but no tags (run before tagging)."""
+    for name in CROSS_RANK:
+        con.execute(sql_file(__package__, name))
 
 
 def build_tagged(con):

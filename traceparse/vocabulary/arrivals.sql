@@ -1,4 +1,6 @@
--- collective_arrivals: each collective matched across its group's members (comments in schema.py).
+-- collective_arrivals: each collective matched across its group's members (comments in schema.py). A collective of
+-- a step left out (incomplete_steps: a rank cut short did not finish it) is not matched: its members' arrivals in
+-- that step are not all recorded.
 INSERT INTO collective_arrivals
 WITH c AS (
     SELECT rank, op_id, op, coalesce(strategy, 'untagged') AS strategy, step, list_sort(group_ranks) AS g,
@@ -12,6 +14,7 @@ WITH c AS (
     WHERE is_collective(op)
       AND len(group_ranks) >= 2 AND list_contains(group_ranks, rank)
       AND (host_ts_ns IS NOT NULL OR exec_ts_ns IS NOT NULL)
+      AND (step IS NULL OR step NOT IN (SELECT step FROM incomplete_steps))
 ),
 m AS (
     SELECT match_key, count(*) AS n, count(DISTINCT rank) AS members, count(DISTINCT op) AS kinds,

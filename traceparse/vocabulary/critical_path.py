@@ -259,7 +259,8 @@ def _findings(steps: list[dict]) -> list[str]:
     what = f" `{top['name']}`" if top["name"] else ""
     return [f"the critical path runs {ns / total:.0%} of the steps' time through rank {rank} ({len(ranks)} "
             f"rank{'s' if len(ranks) > 1 else ''} on it); by cause, {cause} {causes[cause] / total:.0%}; its longest "
-            f"piece: rank {top['rank']}'s {top['cause']}{what}, {top['share']:.0%} of step {top['step']}"]
+            f"piece: rank {top['rank']}'s {top['cause']}{what}, {top['share']:.0%} of "
+            + ("the trace" if top["step"] is None else f"step {top['step']}")]
 
 
 def _summary(s: dict, pieces: list[dict]) -> dict:

@@ -1,4 +1,5 @@
--- gpu_activity: every activity of a GPU (kernel, memcpy, memset) with what it does and what launched it. Per rank:
+-- gpu_activity: every activity of a GPU (its device work: kernel, memcpy, memset; store/macros.sql device_work) with
+-- what it does and what launched it. Per rank:
 -- run in the task that parsed the rank (per_rank.py), after interval_geometry.sql, whose placed_intervals say which
 -- kernels execute communication and which compute, and in which step window each belongs (by its launch).
 
@@ -40,4 +41,4 @@ LEFT JOIN launch l ON l.rank = a.rank AND l.correlation = a.correlation AND a.co
 LEFT JOIN kind k ON k.rank = a.rank AND k.ev_id = a.ev_id
 LEFT JOIN last_step s ON s.rank = a.rank
 ASOF LEFT JOIN step_windows w ON w.rank = a.rank AND coalesce(l.ts_ns, a.ts_ns) >= w.start_ns
-WHERE a.cat IN ('kernel', 'gpu_memcpy', 'gpu_memset') AND a.dur_ns IS NOT NULL;
+WHERE device_work(a.cat) AND a.dur_ns IS NOT NULL;

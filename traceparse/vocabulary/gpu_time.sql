@@ -114,7 +114,8 @@ SELECT g.rank, g.stream,
 FROM gpu_stream_gaps g LEFT JOIN gpu_stream_clipped c ON c.rank = g.rank AND c.stream = g.stream;
 
 -- Each moment of a step's span when no stream of the GPU is busy (a gap between busy pieces), with the activity
--- that ends it and the call that launched that activity.
+-- that ends it and the call that launched that activity: its start (launch_ns), end (launch_end_ns), thread and
+-- event (launch_ev_id).
 CREATE OR REPLACE TEMP TABLE gpu_gaps AS
 WITH pieces AS (
     SELECT rank, step, s, e, lag(e) OVER (PARTITION BY rank, step ORDER BY s) AS prev_e
@@ -126,12 +127,15 @@ gaps AS (
     WHERE p.s > coalesce(p.prev_e, sp.start_ns)
 ),
 next AS (
-    SELECT rank, start_ns, n.launch_ns, n.pid, n.tid
-    FROM (SELECT rank, start_ns, arg_min({'launch_ns': launch_ns, 'pid': launch_pid, 'tid': launch_tid},
-                                         (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid)) AS n
+    SELECT rank, start_ns, n.launch_ns, n.launch_end_ns, n.launch_ev_id, n.pid, n.tid
+    FROM (SELECT rank, start_ns,
+                 arg_min({'launch_ns': launch_ns, 'launch_end_ns': coalesce(launch_end_ns, launch_ns),
+                          'launch_ev_id': launch_ev_id, 'pid': launch_pid, 'tid': launch_tid},
+                         (coalesce(launch_ns, 9223372036854775807), launch_pid, launch_tid, launch_ev_id)) AS n
           FROM gpu_activity GROUP BY rank, start_ns)
 )
-SELECT row_number() OVER (ORDER BY g.rank, g.b, g.a) AS gap_id, g.rank, g.step, g.a, g.b, n.launch_ns, n.pid, n.tid
+SELECT row_number() OVER (ORDER BY g.rank, g.b, g.a) AS gap_id, g.rank, g.step, g.a, g.b, n.launch_ns,
+       n.launch_end_ns, n.launch_ev_id, n.pid, n.tid
 FROM gaps g JOIN next n ON n.rank = g.rank AND n.start_ns = g.b;
 
 -- What each thread that launches GPU work was doing at each moment, as disjoint pieces named by one CPU event (not
@@ -173,12 +177,14 @@ SELECT rank, pid, tid, CASE WHEN n_end >= e THEN n_name ELSE a_name END AS name,
        row_number() OVER (PARTITION BY rank, pid, tid ORDER BY s) AS i
 FROM labelled WHERE n_end >= e OR a_end >= e;
 
--- gpu.idle_causes: each gap split by what kept the GPU waiting. Launched after the GPU went idle: the time until the
--- launch is the host's, named by what the launching thread was doing at each moment (launcher_ops, host_cause; 'python' where
--- the thread ran no recorded op: the training loop's own code, named by its innermost Python frame when stacks were
--- recorded and no op covers the wait); the time from the launch to the start is 'launch'
--- (launch latency). Launched before the GPU went idle: 'device' (queued work waiting on a dependency: an event,
--- another device, a peer). No launch in the trace: 'unknown'.
+-- gpu.idle_causes: each gap [a, b] split by what kept the GPU waiting, from the call [L, E] that launched the activity
+-- starting at b. Its launch call began after the GPU went idle (L > a): [a, L] is the host's, named by what the
+-- launching thread was doing at each moment (launcher_ops, host_cause; 'python' where the thread ran no recorded op:
+-- the training loop's own code, named by its innermost Python frame when stacks were recorded and no op covers the
+-- wait). While the launch call runs, [max(a, L), min(E, b)], the host is launching: 'launch_call', named by the call.
+-- From its end to the start, [max(a, E), b], the work is launched and not yet started: 'launch' (launch latency, the
+-- queue). Launched before the GPU went idle (E <= a): 'device' (queued work waiting on a dependency: an event,
+-- another device, a peer). No launch in the trace: 'unknown'. The parts of a gap add up to b - a.
 CREATE OR REPLACE TEMP TABLE gpu_idle_parts AS
 WITH host AS (
     SELECT gap_id, rank, step, pid, tid, a, least(launch_ns, b) AS h FROM gpu_gaps WHERE launch_ns > a
@@ -210,9 +216,13 @@ SELECT rank, step, host_cause(name) AS cause, name, ns FROM covered
 UNION ALL
 SELECT u.rank, u.step, 'python', f.name, u.ns FROM uncovered u LEFT JOIN frame f USING (gap_id)
 UNION ALL
-SELECT rank, step, 'launch', NULL, b - launch_ns FROM gpu_gaps WHERE launch_ns > a AND launch_ns < b
+SELECT g.rank, g.step, 'launch_call', c.name, least(g.launch_end_ns, g.b) - greatest(g.launch_ns, g.a)
+FROM gpu_gaps g LEFT JOIN events c ON c.rank = g.rank AND c.ev_id = g.launch_ev_id
+WHERE g.launch_ns IS NOT NULL AND least(g.launch_end_ns, g.b) > greatest(g.launch_ns, g.a)
 UNION ALL
-SELECT rank, step, 'device', NULL, b - a FROM gpu_gaps WHERE launch_ns <= a
+SELECT rank, step, 'launch', NULL, b - launch_end_ns FROM gpu_gaps WHERE launch_end_ns > a AND launch_end_ns < b
+UNION ALL
+SELECT rank, step, 'device', NULL, b - a FROM gpu_gaps WHERE launch_end_ns <= a
 UNION ALL
 SELECT rank, step, 'unknown', NULL, b - a FROM gpu_gaps WHERE launch_ns IS NULL;
 

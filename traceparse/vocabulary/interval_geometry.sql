@@ -33,7 +33,7 @@ calls AS (
 waits AS (
     SELECT e.rank, e.ev_id, e.tid, e.name, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e
     FROM (SELECT * FROM events
-          WHERE is_comm_call(name) AND cat NOT IN ('kernel', 'gpu_memcpy', 'gpu_memset', 'gpu_user_annotation')) e
+          WHERE is_comm_call(name) AND NOT device_event(cat)) e
     ASOF LEFT JOIN calls c ON c.rank = e.rank AND c.tid = e.tid AND e.ts_ns >= c.s
     WHERE NOT coalesce(e.ts_ns + e.dur_ns <= c.e, false)
 ),

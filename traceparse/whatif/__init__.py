@@ -12,6 +12,7 @@ from traceparse.whatif.measured import layout, measured, model_layers
 from traceparse.whatif.reliability import kind, remedy
 from traceparse.whatif.straggler import without_straggler
 from traceparse.whatif.sweep import bounds, excluded, restated, sweep
+from traceparse.units import duration
 
 VERSION = 1
 
@@ -28,7 +29,7 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
         removed = start["straggler_removed"]["value"]
         got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: its compute "
                                    "in the others' mean, the others' waits for it (each lost "
-                                   f"{removed['lost_per_step_ns'] / 1e6:.3g} ms per step) out of the exposed "
+                                   f"{duration(removed['lost_per_step_ns'])} per step) out of the exposed "
                                    f"communication, the rest kept (whatif/straggler.py); then "
                                    f"{got['how']['step_time']}")
     facts_b = bounds(doc["metadata"]["values"] if given is None else given)

@@ -32,6 +32,7 @@ from traceparse.whatif.activations import activation_bytes, held
 from traceparse.whatif.measured import LAYOUT, layout
 from traceparse.whatif.pipeline import orders, replayed_step
 from traceparse.axes import AXES
+from traceparse.units import duration, number
 
 STRATEGIES = AXES
 V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
@@ -99,13 +100,13 @@ def forecast(m: dict, given: dict) -> dict:
     layers_s = m["L_local"]["value"] * s["pp"] if m["L_local"]["value"] else None
     layers_t = t["layers"] or layers_s
     grow = layers_t / layers_s if t["layers"] and layers_s else 1.0
-    inputs["layers"] = fact(layers_t, "given (layers)" if t["layers"] else f"measured: L_local x pp = {layers_s}")
+    inputs["layers"] = fact(layers_t, "given (layers)" if t["layers"] else f"measured: L_local x pp = {number(layers_s)}")
     split = (s["tp"] * s["pp"]) / (t["tp"] * t["pp"])
     for k in ("Phi_dp", "Phi_device"):
         v = m[k]["value"]
         inputs[k] = fact(v * split * grow if v is not None else None,
                          f"measured {k} x (tp x pp measured / target) x layers target / measured = "
-                         f"{v} x {split:g} x {grow:g} (every parameter split by TP and PP, every layer alike)"
+                         f"{number(v)} x {split:g} x {grow:g} (every parameter split by TP and PP, every layer alike)"
                          if v is not None else m[k]["source"])
     if t["ep"] != s["ep"]:  # the experts a device holds change with N_EP, the dense parameters do not
         inputs["Phi_device"] = fact(None, f"unknown: N_EP {s['ep']} -> {t['ep']} changes the experts a device "
@@ -188,7 +189,7 @@ def _exposed(m, volume):
         elif k in basis and k in got_ns:
             n, what = basis[k]
             out[k] = fact(got_ns[k] * b / n, f"measured {k} exposed time x target bytes / the run's {what} "
-                          f"({got_ns[k] / 1e6:.3g} ms x {b:,.0f} / {n:,.0f})")
+                          f"({duration(got_ns[k])} x {b:,.0f} / {n:,.0f})")
         elif per_byte is not None:
             out[k] = fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
                           f"target bytes: the run did not use {k}")
@@ -204,7 +205,7 @@ def _optimizer(m, s, t, params):
     shard_t = t["dp"] if t["zero_stage"] >= 1 else 1
     o = m["optimizer_ns"]["value"] or 0
     return fact(o * params * shard_s / shard_t,
-                f"measured optimizer step {o / 1e6:.3g} ms x parameters per device {params:g} x states updated "
+                f"measured optimizer step {duration(o)} x parameters per device {params:g} x states updated "
                 f"1/{shard_t} target / 1/{shard_s} measured (ZeRO-1 and up shard them)")
 
 
@@ -217,7 +218,7 @@ def _step(m, s, t, exposed, layers, optimizer) -> dict:
     if out["step"] is not None:
         out["step"] += optimizer[1]
         out["terms"]["compute_ns"] += optimizer[1]
-        out["how"] += f"; + the optimizer step {optimizer[1] / 1e6:.3g} ms (measured {optimizer[0] / 1e6:.3g} ms)"
+        out["how"] += f"; + the optimizer step {duration(optimizer[1])} (measured {duration(optimizer[0])})"
     return out
 
 
@@ -310,6 +311,6 @@ def _formula(m, s, t, T, C, work, layers, non_pp_s, non_pp_t, other_t, acts_s, a
             "terms": {"compute_ns": compute, "other_ns": other_t, "pp_how": PP_REMAINDER,
                       "exposed_comm_ns": {**non_pp_t, "pp": step - compute - other_t - sum(non_pp_t.values())}},
             "replay_how": "no textbook order of the measured or target schedule, or no measured action costs",
-            "how": f"2 m v actions x ({pace_how} per action {c_t / 1e6:.3g} ms + overhead per action "
-                   f"{overhead / 1e6:.3g} ms, measured) / (1 - bubble {bubble_t:.3f}) + exposed non-pipeline "
+            "how": f"2 m v actions x ({pace_how} per action {duration(c_t)} + overhead per action "
+                   f"{duration(overhead)}, measured) / (1 - bubble {bubble_t:.3f}) + exposed non-pipeline "
                    "communication"}

@@ -12,6 +12,7 @@ chunk holds and the work a device does in one) plus the same o: its makespan is 
 
 from traceparse.models.pipeline import MAX_STAGES, replay, textbook_orders
 from traceparse.layout.model_facts import fact
+from traceparse.units import duration
 
 ITERATIONS = 60  # bisection steps for o: the makespan is continuous and increasing in o
 SHAPE = ("pp_schedule", "pp", "microbatches", "virtual_stages")
@@ -46,8 +47,8 @@ def action_costs(m: dict, s: dict, t: dict, work: float, layers) -> tuple[dict |
                 f"each stage's measured compute per action x work per device {work:g}")
     per_layer = {k: sum(c[k] for c in acts.values()) / len(acts) / chunk_s for k in "FBIW"}
     return ({(k, st): per_layer[k] * chunk_t * work for st in range(stages_t) for k in "FBIW"},
-            f"every stage alike: measured compute per layer (F {per_layer['F'] / 1e6:.3g} ms, B "
-            f"{per_layer['B'] / 1e6:.3g} ms, mean over the stages) x {chunk_t:g} layers a chunk x work {work:g}")
+            f"every stage alike: measured compute per layer (F {duration(per_layer['F'])}, B "
+            f"{duration(per_layer['B'])}, mean over the stages) x {chunk_t:g} layers a chunk x work {work:g}")
 
 
 def orders(m: dict, s: dict, t: dict) -> tuple[dict | None, dict | None]:
@@ -97,7 +98,7 @@ def calibrated_overhead(m: dict, s: dict) -> dict:
     own = "reconstructed" if m["order"]["value"] else "textbook"
     return fact(overhead(order, cost, pipeline_ns),
                 f"the one with which the measured {s['pp_schedule']} order ({own}), replayed with its measured "
-                f"compute per action, lasts the measured {pipeline_ns / 1e6:.3g} ms of pipeline per step (the step "
+                f"compute per action, lasts the measured {duration(pipeline_ns)} of pipeline per step (the step "
                 "less exposed non-pipeline communication and the optimizer)")
 
 
@@ -114,5 +115,5 @@ def replayed_step(m: dict, s: dict, t: dict, work: float, layers) -> dict | None
     return {"pipeline_ns": span, "compute_ns": compute, "bubble": 1 - compute / pure_span,
             "how": f"the {t['pp_schedule']} order of {t['pp']} stages, m = {t['microbatches']}"
                    + (f", v = {t['virtual_stages']}" if t["virtual_stages"] > 1 else "")
-                   + f" replayed with {how} + an overhead per action of {o / 1e6:.3g} ms "
+                   + f" replayed with {how} + an overhead per action of {duration(o)} "
                    f"({m['action_overhead_ns']['source']})"}

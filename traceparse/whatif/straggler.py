@@ -23,6 +23,7 @@ from traceparse.errors import TraceError
 from traceparse.layout.model_facts import fact
 from traceparse.whatif.measured import layout
 from traceparse.whatif.pipeline import calibrated_overhead
+from traceparse.units import duration
 
 
 def without_straggler(m: dict, doc: dict) -> dict:
@@ -51,16 +52,16 @@ def without_straggler(m: dict, doc: dict) -> dict:
            for s, f in m["exposed_comm_ns"].items()}  # never below 0: no more waiting saved than was exposed
     saved = excess + sum(cut.values())
     out["compute_ns"] = fact(compute - excess,
-                             f"{m['compute_ns']['source']}, {src}: its compute ({own / 1e6:.3g} ms) replaced by the "
-                             f"others' mean ({mean_others / 1e6:.3g} ms)")
+                             f"{m['compute_ns']['source']}, {src}: its compute ({duration(own)}) replaced by the "
+                             f"others' mean ({duration(mean_others)})")
     out["exposed_comm_ns"] = {
         s: fact(f["value"] if f["value"] is None else f["value"] - cut[s],
                 f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the strategy's waits for a late "
                 "peer (overlap.per_strategy.waiting_ns), never below 0")
         for s, f in m["exposed_comm_ns"].items()}
     out["step_time_ns"] = fact(step - saved, f"{m['step_time_ns']['source']}, less what the straggler's removal takes "
-                                             f"from the mean compute and exposed communication ({saved / 1e6:.3g} ms; "
-                                             f"each other rank lost {lost / 1e6:.3g} ms per step waiting for straggler "
+                                             f"from the mean compute and exposed communication ({duration(saved)}; "
+                                             f"each other rank lost {duration(lost)} per step waiting for straggler "
                                              f"rank {rank}, imbalance.straggler.lost_per_step_ns), the rest kept")
     out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "step_time_ns": step - saved,
                                      "compute_ns": out["compute_ns"]["value"],
