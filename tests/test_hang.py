@@ -65,6 +65,8 @@ def test_divergence_equals_the_truth(case, inputs):
     t = truth(case)
     paths = dumps_of(case) if inputs == "dumps" else [HANGS / case]
     d = hang(paths)["divergence"]
+    if inputs == "dumps" and "dump_op" in t:  # an op gloo renames: without its traces, the dump's op is all there is
+        t = {**t, "op": t["dump_op"]}
     got = essentials(d)
     assert got == {k: t[k] for k in got}
     assert d["pg_desc"] == t["pg_desc"] and d["root"]
@@ -307,6 +309,105 @@ def test_the_root_cause_comes_first_when_its_consequence_came_first_in_time():
     assert [(e["rank"], e["group_ranks"], e["seq"]) for e in why[(1, 3)]["never_reached"]] == [(3, [2, 3], 7)]
 
 
+def linked(doc, d) -> list[tuple]:
+    """The root causes ``d`` follows from, as (group, seq)."""
+    return [(doc["divergences"][i]["group_ranks"], doc["divergences"][i]["seq"]) for i in d["roots"]]
+
+
+def test_a_rank_that_skipped_a_call_and_went_on_is_the_root_cause():
+    """dp2 x tp2 with a loss all_reduce on the default group: rank 3 skips tp [2, 3] #8, the last tp all_reduce of
+    its backward, and goes on (dp [1, 3] #4 completes with rank 1, and both wait in the default group's #4). Rank 3
+    never entered tp #8 while its own later calls exist: the root; dp [0, 2] #4 (rank 2 blocked in tp #8) and the
+    default group's #4 (rank 0 blocked in dp #4, rank 2 in tp #8) follow from it. Before, tp #8 was "explained" by
+    rank 3 waiting in the default group's #4, which waits on rank 2 in tp #8: a cycle, and all three were roots."""
+    t = truth("tp_skip_backward")
+    doc = hang([HANGS / "tp_skip_backward"])
+    first, *rest = doc["divergences"]
+    assert essentials(first) == {k: t[k] for k in essentials(first)} and first["root"] and first["links"] == []
+    went = t["went_on"]["to"][-1]  # the call the rank that skipped it is in at the dump
+    assert [(s["rank"], s["group_ranks"], s["pg_desc"], s["seq"], s["outcome"]) for s in first["skipped"]] == [
+        (t["went_on"]["rank"], went["group_ranks"], went["pg_desc"], went["seq"], went["outcome"])]
+    assert [(d["kind"], d["group_ranks"], d["pg_desc"], d["op"], d["seq"], d["entered"], d["missing"], d["root"],
+             linked(doc, d)) for d in rest] == [
+        (c["kind"], c["group_ranks"], c["pg_desc"], c["op"], c["seq"], c["entered"], c["missing"], False,
+         [(c["root"]["group_ranks"], c["root"]["seq"])]) for c in t["consequences"]]
+    dp, world = rest
+    assert [(e["rank"], e["group_ranks"], e["seq"]) for e in dp["explained_by"]] == [(2, t["group_ranks"], t["seq"])]
+    assert [(e["rank"], e["group_ranks"], e["seq"]) for e in world["explained_by"]] == [
+        (0, dp["group_ranks"], dp["seq"]), (2, t["group_ranks"], t["seq"])]
+    assert world["links"] == [0, 1]  # rank 2's tp #8 (the root) and rank 0's dp #4 (itself its consequence)
+
+
+def test_a_mismatch_stays_the_root_when_a_member_died_of_it():
+    """Rank 1 sends 40 rows to rank 0 in an even all_to_all (input [136, 32] where the others pass [128, 32]); gloo
+    aborts rank 0, which leaves no dump. The size mismatch the survivors recorded is the root (the all_to_all's
+    earlier calls show even splits: one size, in and out, on every rank), and rank 0's death its consequence, at the
+    same call. Before: rank_died at #7, the sizes shown but not compared."""
+    t = truth("a2a_size_kills_rank")
+    doc = hang([HANGS / "a2a_size_kills_rank"])
+    first, *rest = doc["divergences"]
+    assert essentials(first) == {k: t[k] for k in essentials(first)} and first["root"]
+    assert {r: (json.loads(c["input_sizes"]), json.loads(c["output_sizes"])) for r, c in first["calls"].items()} == {
+        r: (t["input_sizes"][r], t["output_sizes"][r]) for r in map(str, t["entered"])}
+    assert [(d["kind"], d["group_ranks"], d["pg_desc"], d["op"], d["seq"], d["entered"], d["missing"], d["root"],
+             linked(doc, d)) for d in rest] == [
+        (c["kind"], c["group_ranks"], c["pg_desc"], c["op"], c["seq"], c["entered"], c["missing"], False,
+         [(c["root"]["group_ranks"], c["root"]["seq"])]) for c in t["consequences"]]
+    assert [(e["rank"], e["kind"], e["seq"]) for e in rest[0]["died_of"]] == [(t["died"]["rank"], t["kind"], t["seq"])]
+    r = CliRunner().invoke(main, ["hang", str(HANGS / "a2a_size_kills_rank"), "--no-cache"])
+    assert r.exit_code == 1 and r.output.splitlines()[2].startswith("  size_mismatch: all_to_all #7 on group [0, 1, 2, 3]")
+    assert "explained: rank 0 died of the size_mismatch of all_to_all #7" in r.output
+
+
+def assert_acyclic(doc) -> None:
+    """Root causes first; every other divergence linked only to divergences before it (so the links form no cycle),
+    its root causes among the roots, and each of its per-rank explanations pointing at one of its links."""
+    ds = doc["divergences"]
+    roots = [i for i, d in enumerate(ds) if d["root"]]
+    assert roots == list(range(len(roots))) and (not ds or roots)
+    for i, d in enumerate(ds):
+        assert d["root"] == (not d["links"]) == (not d["roots"]), d
+        assert all(j < i for j in d["links"]) and set(d["roots"]) <= set(roots), d
+        to = [ds[j] for j in d["links"]]
+        for key, role in (("explained_by", "entered"), ("never_reached", "missing"), ("died_of", "entered")):
+            for e in d[key]:
+                assert any((x["pg_name"], x["group_ranks"], x["seq"]) == (e["pg_name"], e["group_ranks"], e["seq"])
+                           and (e["rank"] in x[role] if key != "died_of" else x["kind"] == e["kind"]) for x in to), e
+        assert sorted({j for e in d["explained_by"] + d["never_reached"] + d["died_of"] for j in d["links"]
+                       if ds[j]["seq"] == e["seq"] and ds[j]["group_ranks"] == e["group_ranks"]}) == d["links"], d
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
+def test_the_explanation_graph_is_acyclic(case, tmp_path):
+    """On every bundled hang, and on the NCCL variants of the torch-written ones (and the pipeline's)."""
+    assert_acyclic(hang([HANGS / case]))
+    if case in [*TORCH_WRITER, "pp_deadlock"]:
+        assert_acyclic(hang([nccl_folder(case, tmp_path / "nccl")]))
+
+
+def test_divergences_that_wait_only_on_each_other_are_not_a_cycle():
+    """Rank 0 waits in group B's #1 and is missing from group A's #1; rank 1 waits in A's #1 and is missing from
+    B's #1; no program orders them (one call each). Each would explain the other: the first issued is taken as the
+    root, saying so, and the other is linked to it, not the reverse."""
+    from traceparse.document.hang import _divergence, _root_causes
+
+    def call(rank, group, t):
+        return {"rank": rank, "group": (group, (0, 1)), "group_ranks": [0, 1], "pg_name": group, "pg_desc": group,
+                "op": "all_reduce", "seq": 1, "peer": None, "input_sizes": "[[4]]", "output_sizes": "[[4]]",
+                "input_dtypes": '["Float"]', "state": "scheduled", "outcome": "in_flight", "frames": [], "ord": 0,
+                "time_ns": t}
+
+    a, b = call(1, "A", 10), call(0, "B", 20)
+    found = [_divergence([0, 1], "missing_rank", [b], [0], [1], 1), _divergence([0, 1], "missing_rank", [a], [1], [0], 1)]
+    doc = {"divergences": _root_causes(found, {0: [b], 1: [a]}, {})}
+    assert [(d["pg_name"], d["root"], d["links"]) for d in doc["divergences"]] == [("A", True, []), ("B", False, [0])]
+    assert "taken as a root cause" in doc["divergences"][0]["why"]
+    for d in doc["divergences"]:
+        d.pop("_group"), d.pop("_p2p")
+    assert_acyclic(doc)
+
+
 # ------------------------------------------------------------------ NCCL: the same dumps as NCCL writes them
 def nccl_folder(case, out: Path) -> Path:
     """The case's dumps as ``nccl_variant`` makes them, named as NCCL's watchdog names its dumps."""
@@ -368,6 +469,10 @@ def test_nccl_variants_give_the_same_answer_and_agree_with_torchs_analyzer(case,
         assert {c["outcome"] for c in d["calls"].values()} == {"in_flight"}
         assert {(r["seq"], tuple(a["seq"] for a in r["after"])) for r in doc["last_completed"]} == {
             (t["last_completed"], tuple(t["ended_not_completed"]))}
+    elif case == "a2a_size_kills_rank":  # a rank left no dump: torch's analyzer decides nothing
+        assert torch_says and {s["what"] for s in torch_says} == {"undecided"}
+        assert [(x["kind"], x["seq"], x["missing"], x["links"]) for x in doc["divergences"]] == [
+            (t["kind"], t["seq"], [], [])] + [(c["kind"], c["seq"], c["missing"], [0]) for c in t["consequences"]]
     elif case == "pp_deadlock":
         assert [(s["what"], s["collective"], s["error msg"].split(";")[0]) for s in torch_says] == [
             ("error", "nccl:recv 0<-1", "Culprit rank 1")]
@@ -470,3 +575,83 @@ def test_a_refused_dump_in_a_folder_is_an_error_not_a_missing_rank(tmp_path):
     bad.write_bytes(pickle.dumps(dump, protocol=2))
     code, out = cli(case)
     assert code == 2 and "nccl_trace_rank_1" in out and "rank_died" not in out, out
+
+
+# ------------------------------------------------------------------ the op from the best evidence
+def test_an_op_gloo_renames_is_named_by_the_trace():
+    """FSDP2's reduce-scatter on gloo: its Flight Recorder says all_reduce (of the full buffer), the traces of step 0
+    say c10d::_reduce_scatter_base_; the hung call of step 3 is named by the trace, and says so."""
+    t = truth("fsdp_reduce_scatter_hang")
+    code, doc = cli(HANGS / "fsdp_reduce_scatter_hang")
+    d = doc["divergence"]
+    assert code == 1 and essentials(d) == {k: t[k] for k in essentials(d)} and d["op"] == "reduce_scatter"
+    assert (d["op_named_by"], d["op_recorded"]) == (f"the trace's {t['trace_op']}", t["dump_op"])
+    assert {c["input_sizes"] for c in d["calls"].values()} == {f"[[{t['numel']['input']}]]"}
+    assert {r["op"] for r in doc["last_completed"]} == {"all_gather"}  # #7; #8, in flight, named as the root
+    assert {a["op"] for r in doc["last_completed"] for a in r["after"]} == {"reduce_scatter"}
+    text = CliRunner().invoke(main, ["hang", str(HANGS / "fsdp_reduce_scatter_hang"), "--no-cache"]).output
+    assert "op: reduce_scatter (named by the trace's c10d::_reduce_scatter_base_; the dump says all_reduce)" in text
+    alone = hang(dumps_of("fsdp_reduce_scatter_hang"))["divergence"]  # the dumps alone: nothing to name it otherwise
+    assert (alone["op"], alone["op_named_by"]) == (t["dump_op"], None)
+
+
+def test_without_traces_an_all_reduce_whose_input_is_the_group_times_its_output_is_a_reduce_scatter(tmp_path):
+    """The same dumps with the shard as the all-reduce's output (as a dump recording the reduce-scatter's own tensors
+    holds it): named by the sizes; an all-reduce of equal sizes stays one."""
+    t = truth("fsdp_reduce_scatter_hang")
+
+    def shard_out(_r, d):
+        for e in d["entries"]:
+            if e["profiling_name"].endswith("all_reduce"):
+                e["output_sizes"] = [[t["numel"]["output"]]]
+        return d
+
+    d = hang([rewritten("fsdp_reduce_scatter_hang", tmp_path / "d", shard_out)])["divergence"]
+    assert essentials(d) == {k: t[k] for k in essentials(d)}
+    assert d["op_named_by"] == "the sizes: input 20,800 elements, output 5,200, on a group of 4"
+    assert hang(dumps_of("skip_allreduce"))["divergence"]["op_named_by"] is None
+
+
+# ------------------------------------------------------------------ membership checked before anything is concluded
+def test_one_ranks_trace_of_a_300_rank_job_is_an_incomplete_comparison_not_no_divergence():
+    from conftest import public_trace
+
+    trace = public_trace("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    code, doc = cli(trace)
+    assert code == 1 and doc["verdict"] == "incomplete" and doc["divergence"] is None
+    assert len(doc["incomplete"]) == 11  # the 11 process groups its header lists, each of the 300 ranks
+    assert {(g["members"], tuple(g["unseen"])) for g in doc["incomplete"]} == {
+        (300, tuple(r for r in range(300) if r != 34))}
+    text = CliRunner().invoke(main, ["hang", str(trace), "--no-cache"]).output
+    assert "cannot be judged (11 groups: members left no evidence):" in text
+    assert "299 of its 300 members left no trace: ranks 0-33, 35-299" in text and "and 6 more groups" in text
+
+
+def test_from_traces_alone_a_rank_without_a_trace_is_not_concluded_dead(tmp_path):
+    """ddp2 with rank 1's trace left out: nothing says rank 1 stopped (rank 0's trace ends where the profiler
+    stopped); the group cannot be judged."""
+    (tmp_path / "rank0.json.gz").write_bytes((RUNS / "ddp2" / "rank0.json.gz").read_bytes())
+    code, doc = cli(tmp_path)
+    assert code == 1 and doc["verdict"] == "incomplete" and doc["divergences"] == []
+    assert [(g["group_ranks"], g["unseen"]) for g in doc["incomplete"]] == [([0, 1], [1])]
+
+
+@pytest.mark.parametrize("case", ["torch_default_names"])  # its pg_config lists the members
+def test_dropping_the_dumps_of_ranks_that_did_not_cause_it_keeps_the_root_and_says_what_is_unknown(case, tmp_path):
+    """A partial world: the dumps of one member of the root's group that did enter it are left out. The rank that
+    never entered is still the finding; the one left out is not known either way, and its groups are incomplete."""
+    t = truth(case)
+    gone = t["entered"][-1]
+    doc = hang([rewritten(case, tmp_path / "d", lambda r, d: None if r == gone else d)])
+    d = doc["divergence"]
+    assert (d["kind"], d["group_ranks"], d["seq"], d["missing"], d["unseen"]) == (
+        t["kind"], t["group_ranks"], t["seq"], t["missing"], [gone])
+    assert doc["verdict"] == "divergence" and t["group_ranks"] in [g["group_ranks"] for g in doc["incomplete"]]
+    assert all(gone in g["unseen"] for g in doc["incomplete"])
+
+
+def test_every_bundled_hang_is_judged_whole():
+    """Every member of every group left a dump or is the dead rank named: none is incomplete."""
+    for case in CASES:
+        doc = hang([HANGS / case])
+        assert doc["incomplete"] == [] and doc["verdict"] == ("divergence" if doc["divergence"] else "no_divergence")

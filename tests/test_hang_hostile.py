@@ -10,6 +10,7 @@ checkout's traceparse instead (e.g. the code before the fix) to compare.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import random
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from mutation.dumps import OPCODES, build, pickled
+from mutation.dumps import OPCODES, build, dump, files_of, pickled
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses RLIMIT_AS")]
 
@@ -233,3 +234,35 @@ def test_the_restricted_unpickler_reads_what_real_dumps_hold():
     shared = ["x"] * 3
     got = _unpickle(pickled({"a": [shared, shared]}))
     assert got["a"][0] is got["a"][1]
+
+
+# ------------------------------------------------------------------ membership contradictions: found, never "no divergence"
+# id -> (job, {rank: the ranks its pg_config lists for the default group}, the contradictions said, in order)
+OWN = "call on a group their own dumps list without them"
+MEMBERSHIP = {
+    "both_ranks_list_5_6": ("size_mismatch", {0: [5, 6], 1: [5, 6]}, [f"ranks [0, 1] {OWN}"]),
+    "one_rank_lists_itself_out": ("skip_allreduce", {2: [0, 1]}, [
+        "dumps list different ranks for one group", f"ranks [2] {OWN}"]),
+    "one_rank_lists_a_stranger": ("optype_mismatch", {1: [0, 5]}, [
+        "dumps list different ranks for one group", f"ranks [1] {OWN}"]),
+    "three_ranks_list_a_world_of_two": ("rank_dies", {0: [0, 1], 2: [0, 1]}, [f"ranks [2] {OWN}"]),
+}
+
+
+@pytest.mark.parametrize("case_id", list(MEMBERSHIP))
+def test_dumps_contradicting_their_own_membership_are_reported(case_id, tmp_path):
+    """A dump's ``pg_config`` listing the default group without the rank that dumped it (and calls on it): exit 1 with
+    the contradiction named, never exit 0 and "no divergence"."""
+    job, lists, said = MEMBERSHIP[case_id]
+    changed = {}
+    for r, ranks in lists.items():
+        d = dump(job, r)
+        d["pg_config"] = {"": {"name": "", "desc": "", "ranks": str(ranks)}}
+        changed[f"fr_rank{r}.pkl"] = pickled(d)
+    files, dumps = files_of(job, changed)
+    _write(tmp_path / "c", files)
+    rc, out, err, _took = hang(tmp_path / "c", dumps)
+    assert rc == 1, f"{case_id}: exit {rc}: {err[-600:]}"
+    doc = json.loads(out)
+    assert doc["verdict"] != "no_divergence"
+    assert [c["what"] for c in doc["contradictions"]] == said

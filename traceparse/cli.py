@@ -388,7 +388,8 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
 def hang(paths, db, no_cache, allow_mixed, fmt, output):
     """Where the ranks of a hung or crashed job diverge, from Flight Recorder dumps and/or traces in PATHS (a
     folder's dumps are recognized by content, whatever their names: torch's nccl_trace_rank_0, rank_0, ...).
-    Exit 0: no divergence found, 1: a divergence found, or dumps that contradict each other."""
+    Exit 0: no divergence found, 1: a divergence found, dumps that contradict each other, or an incomplete
+    comparison (groups some of whose members left no dump or trace cannot be judged)."""
     from traceparse.document.hang import hang_document
     from traceparse.render.hang import render_hang
 
@@ -397,7 +398,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
         doc = hang_document(con)
     out = json_text(doc) if fmt == "json" else _fitted(lambda: render_hang(doc))
     _emit(out, output)
-    sys.exit(1 if doc["divergence"] or doc["contradictions"] else 0)
+    sys.exit(0 if doc["verdict"] == "no_divergence" else 1)
 
 
 @main.command()

@@ -26,27 +26,41 @@ Then, per group:
   (``dtype_mismatch``). Numbers below the highest first number a member's buffer still holds are not compared
   (the ring buffer dropped them). A member with no call on the group at all (no dump) never entered the earliest
   call the others are not known to have completed (a call completes only when every member joins it): the
-  group diverges there. A call every member entered and none is known to have completed is ``not_completed``;
+  group diverges there. An all_to_all's sizes are compared only where its group's earlier all_to_alls show even
+  splits (one size, as input and output, on every member: ``_even``). A call every member entered and none is
+  known to have completed is ``not_completed``;
 - **sends and receives** are paired per direction in issue order (the k-th send from a to b with the k-th
   receive at b from a); the first one left without a partner is a ``p2p_mismatch`` (a send no one receives, or
   both sides receiving). gloo's Flight Recorder records none: the send or receive a rank was blocked in when it
   dumped (``fr_inflight``, from the plugin's dumper) is added, numbered among the rank's point-to-point calls on
   the group (its ``op_id`` less the collectives issued on the group before it).
 
-**The root cause first.** A divergence is explained by another when each rank missing from it is itself blocked
-in that other one (its own dump holds that call, not completed) and, as far as its own earlier steps show (the
-period of its calls), that call comes first in its program: the rank could not reach this one. A rank whose own
-steps put the call it is blocked in *after* the one it is missing skipped that one: that divergence is where it
-went wrong (``skipped``). A divergence is also explained when each rank missing from it is missing from a root
-its own steps issue earlier (``never_reached``: it stopped before that one). The divergences no other one explains
-come first (``root``), those a common missing rank would have reached first before the others, else the one
-issued first; then the ones they explain.
+**The root cause first.** Each rank's program is the order of its calls across all its groups: its steps (the
+period of its calls, up to where the step that went wrong stops repeating), continued, place every call of any
+group, issued or not (``_Program``). A divergence is a **root** when the call itself is wrong (an op, size or dtype
+mismatch, ``not_completed``, a ``p2p_mismatch``), or when one rank missing from it went past it (a call of its, in
+any group, that its program puts after this one: it ``skipped`` this one), left no dump, or stopped before it
+without being blocked in any call a divergence holds and without missing an earlier one (stuck elsewhere). The
+others are **consequences**, linked only to divergences already placed, roots first: each rank missing from one is
+blocked in a call of a placed divergence that its program puts first (``explained_by``), or missing from a placed
+one its program puts first (``never_reached``); a member that died (no dump) missing from the call whose members'
+records disagree died of that mismatch, which stays the root (``died_of``). So the links (``links``, and ``roots``:
+the root causes a consequence follows from) always point to an earlier divergence of the list and form no cycle;
+divergences that follow only from one another (their ranks' programs order the calls each its own way) are taken
+as roots, the first issued first. Roots come first (those a common missing rank would have reached first before the
+others, else the one issued first), then the consequences in the order they were linked.
 
 Each group is named by its ranks, its mesh dimension (from its description, ``mesh_tp``) and its strategy and
 variant (the tags of the traces' operations on that group and op, when traces were loaded). A rank missing from it
 is shown with its last call, the calls its dump holds not completed (``blocked_in``) and, when its dump has an
-in-flight record, where its training thread was at the dump (``at_dump``). Dumps that contradict each other on a
-group's members are reported (``contradictions``), never passed over.
+in-flight record, where its training thread was at the dump (``at_dump``). Dumps that contradict each other (or
+themselves: a rank calling on a group its own ``pg_config`` lists without it) on a group's members are reported
+(``contradictions``), never passed over.
+
+**Membership before conclusions** (``_judgeable``, ``_unjudged``): a group some of whose members left no evidence
+(no dump; from traces alone, no trace) and on which no divergence names exactly them cannot be judged
+(``incomplete``; with no divergence, the verdict is ``incomplete``, not "no divergence"). **The op** of a dumped
+collective comes from the best evidence (``_name_ops``): the traces' c10d op, else the sizes.
 """
 
 import json
@@ -89,11 +103,12 @@ def hang_document(con) -> dict:
         d = _collectives(members, [c for c in group_calls if c["op"] not in P2P], gone, notes, by_rank)
         d = d or _p2p(members, [c for c in group_calls if c["op"] in P2P], gone)
         if d:
-            found.append(d)
-    found = _root_causes(found, by_rank, programs)
+            found += [d, *d.pop("_also", ())]  # a mismatch a dead member died of: the death, its consequence
+    found = _root_causes(_judgeable(found, reporting, bool(dumped)), by_rank, programs)
     for d in found:
         _describe(con, d, by_rank, at_dump)
     contradictions = _contradictions(con)
+    incomplete = _unjudged(con, found, reporting, "dump" if dumped else "trace")
     if dumped and traced - dumped:
         notes.append(f"ranks with a trace but no Flight Recorder dump: {sorted(traced - dumped)}")
     notes += _membership_notes(con) if dumped else []
@@ -105,9 +120,12 @@ def hang_document(con) -> dict:
         "version": VERSION,
         "source": "flight_recorder" if dumped else "traces",
         "ranks": sorted(reporting),
+        "verdict": ("divergence" if found else "contradiction" if contradictions else "incomplete" if incomplete
+                    else "no_divergence"),
         "divergence": found[0] if found else None,
         "divergences": found,
         "contradictions": contradictions,
+        "incomplete": incomplete,
         "last_completed": _last_completed(calls),
         "notes": notes,
     }, default=str))
@@ -126,7 +144,73 @@ def _fr_calls(con) -> list[dict]:
         c["group"] = (c["pg_name"], tuple(c["group_ranks"] or ()))
         c["outcome"] = ("completed" if c["state"] == "completed" else "in_flight" if not c["retired"]
                         else "ended" if c["backend"] == "gloo" else "failed")
+    _name_ops(con, got)
     return got
+
+
+def _numel(sizes) -> int | None:
+    try:
+        shapes = json.loads(sizes) if isinstance(sizes, str) else sizes
+        total = 0
+        for shape in shapes:
+            n = 1
+            for x in shape:
+                n *= int(x)
+            total += n
+        return total
+    except (TypeError, ValueError):
+        return None
+
+
+def _name_ops(con, calls) -> None:
+    """Name each dumped collective's op from the best evidence (``op_named_by``; the dump's op kept in
+    ``op_recorded``): gloo runs a reduce-scatter as an all-reduce and its Flight Recorder names it ``all_reduce``.
+
+    1. The traces: per rank and group, the trace's collectives (its c10d ops, in issue order) are aligned with the
+       dump's by sequence number, else by the one offset at which their input sizes agree; an op the dump names
+       otherwise than the trace, for a (group, op, input sizes, output sizes) that the traces name one way only, is
+       renamed on every rank, in every step (the hung call is seldom in a profiled step).
+    2. Else the sizes: an ``all_reduce`` (input = output) whose input is the group size times its output is a
+       reduce-scatter, whose output is the group size times its input an all-gather."""
+    traced = defaultdict(list)
+    for r, pg, g, op, name, n_in in con.execute("""
+            SELECT rank, pg_name, group_ranks, op, name, in_nelems FROM comm_ops
+            WHERE group_ranks IS NOT NULL AND op NOT IN ('send', 'recv') ORDER BY rank, host_ts_ns, op_id""").fetchall():
+        traced[(r, pg, tuple(g))].append((op, name, n_in))
+    mine = defaultdict(dict)
+    for c in calls:
+        if c["op"] not in P2P and c["seq"] is not None and c["group_ranks"]:
+            mine[(c["rank"], c["pg_name"], tuple(c["group_ranks"]))][c["seq"]] = c
+    seen = defaultdict(set)  # (group, dump op, input sizes, output sizes) -> {(trace op, its c10d name)}
+    for key, ts in traced.items():
+        fr = mine.get(key)
+        if not fr:
+            continue
+        sizes = {s: _numel(c["input_sizes"]) for s, c in fr.items()}
+
+        def agrees(o, ts=ts, sizes=sizes):
+            pairs = [(sizes.get(o + i + 1), t[2]) for i, t in enumerate(ts) if o + i + 1 in sizes]
+            return bool(pairs) and all(a == b for a, b in pairs)
+
+        offsets = [0] if agrees(0) else [o for o in {s - 1 for s, n in sizes.items() if n is not None and n == ts[0][2]} if agrees(o)]
+        if len(offsets) != 1:
+            continue
+        for i, (op, name, _) in enumerate(ts):
+            if (c := fr.get(offsets[0] + i + 1)) is not None:
+                seen[(c["group"], c["op"], c["input_sizes"], c["output_sizes"])].add((op, name))
+    for c in calls:
+        if c["op"] in P2P or not c["group_ranks"]:
+            continue
+        named = seen.get((c["group"], c["op"], c["input_sizes"], c["output_sizes"]), set())
+        n, n_in, n_out = len(c["group_ranks"]), _numel(c["input_sizes"]), _numel(c["output_sizes"])
+        if len(named) == 1 and (op := next(iter(named)))[0] != c["op"]:
+            c["op_recorded"], c["op"] = c["op"], op[0]
+            c["op_named_by"] = f"the trace's {op[1]}"
+        elif not named and c["op"] == "all_reduce" and n > 1 and n_in and n_out and n_in != n_out:
+            op = "reduce_scatter" if n_in == n * n_out else "all_gather" if n_out == n * n_in else None
+            if op:
+                c["op_recorded"], c["op"] = c["op"], op
+                c["op_named_by"] = (f"the sizes: input {n_in:,} elements, output {n_out:,}, on a group of {n}")
 
 
 def _inflight_p2p(calls, at_dump) -> list[dict]:
@@ -186,6 +270,25 @@ def _period(tokens) -> int | None:
     return next((p for p in range(1, n // 2 + 1) if z[p] >= max(p, (n - p) // 2)), None)
 
 
+def _steps(tokens, short: int) -> tuple[int, int | None]:
+    """``(k, p)``: the calls ``tokens[:k]`` repeat every ``p`` (``_period``), for the largest ``k``: the last calls
+    (of the step that went wrong) that break the pattern left out; ``(len(tokens), None)`` when they never repeat.
+    Up to ``short`` calls every ``k`` down to half of them is tried (a pattern seen in fewer is no program);
+    beyond, the period of the first half, followed as far as it holds (O(n))."""
+    n = len(tokens)
+    if (p := _period(tokens)) is not None:
+        return n, p
+    if n <= short:
+        return next(((k, p) for k in range(n - 1, max(n // 2, 2) - 1, -1) if (p := _period(tokens[:k])) is not None),
+                    (n, None))
+    if (p := _period(tokens[:n // 2])) is None:
+        return n, None
+    k = n // 2
+    while k < n and tokens[k] == tokens[k - p]:
+        k += 1
+    return (k, q) if (q := _period(tokens[:k])) is not None else (n, None)
+
+
 def _last_step_start(cs) -> int | None:
     """Index in ``cs`` (a rank's calls in issue order) of the first call of its last step: the calls repeat every p
     (``_period``, the last calls that break the pattern left out), a step starts after the longest pause of the
@@ -239,19 +342,20 @@ def _infer_outcomes(by_rank, whole) -> None:
 
 
 class _Program:
-    """A rank's order of calls: where it issued each call, and where its own earlier steps put a call it has not
-    issued or not completed (the pattern of its completed calls, continued)."""
+    """A rank's program order of calls across all its groups: its steps (the calls it issued, up to where they stop
+    repeating: the step that went wrong may skip or add a call), and where those steps, continued, put any call of
+    any group (``pos``), issued or not. A call issued after the steps that repeat is placed where the steps put it,
+    not where it was issued, so a call the rank skipped and the later calls it went on to are all placed in the
+    order its program has them."""
+
+    SHORT = 256  # up to this many calls, the steps are looked for with each number of last calls left out
 
     def __init__(self, cs):
-        settled = []
-        for c in cs:
-            if c["outcome"] != "completed":
-                break
-            settled.append(c)
-        if _period([_token(c) for c in settled]) is None:
-            settled = cs  # too little completed to see a step: what it issued
-        self.tokens = [_token(c) for c in settled]
-        self.p = _period(self.tokens)
+        tokens = [_token(c) for c in cs]
+        keep, self.p = _steps(tokens, self.SHORT)
+        self.dropped = len(cs) - keep
+        settled = cs[:keep]
+        self.tokens = tokens[:keep]
         self.at = {(c["group"], c["op"] in P2P, c["seq"]): i for i, c in enumerate(settled)}
         self.last = {}
         for c in settled:
@@ -260,7 +364,7 @@ class _Program:
 
     def next_call(self) -> tuple | None:
         """(group, op, seq) of the call its own steps issue after the last it holds; None when they show none."""
-        if not self.p or not self.tokens:
+        if not self.p or not self.tokens or self.dropped:
             return None
         group, p2p, op, _ = self.tokens[len(self.tokens) - self.p]
         return None if p2p else (group, op, self.last.get((group, p2p), 0) + 1)
@@ -280,13 +384,39 @@ class _Program:
 
 
 # ------------------------------------------------------------------ divergences per group
-def _sizes_differ(here) -> bool:
+def _sizes_differ(here, even=None) -> bool:
+    """Whether the members' sizes disagree, compared as torch's analyzer does (not an all_to_all's, whose splits may
+    be uneven); an all_to_all's too where its group's earlier calls show even splits (``even``: ``_even``)."""
     op = here[0]["op"]
     for key, skip in (("input_sizes", NOT_SIZE_IN), ("output_sizes", NOT_SIZE_OUT)):
         known = {c[key] for c in here if c[key] not in (None, "null")}
-        if op not in skip and len(known) > 1:
+        if (op not in skip or even is not None) and len(known) > 1:
             return True
     return False
+
+
+def _even(per, present, seq, op) -> dict | None:
+    """An all_to_all's splits are not recorded, and uneven splits give every member other sizes. Where every earlier
+    call of ``op`` on the group that the members' records hold had one size, the same as input and as output, on every
+    member, its splits are even: members that then differ at ``seq`` disagree. ``{"sizes", "seqs"}`` or None."""
+    if op not in NOT_SIZE_IN:
+        return None
+    earlier = [c for m in present for s, c in per[m].items() if s < seq and c["op"] == op]
+    shapes = {(c["input_sizes"], c["output_sizes"]) for c in earlier}
+    if len(shapes) != 1 or len({*next(iter(shapes))}) != 1 or None in next(iter(shapes)):
+        return None
+    return {"sizes": next(iter(shapes))[0], "seqs": sorted({c["seq"] for c in earlier})}
+
+
+def _mismatch(here, even) -> str | None:
+    """The kind of disagreement between the calls members entered at one sequence number, or None."""
+    if len({c["op"] for c in here}) > 1:
+        return "op_mismatch"
+    if _sizes_differ(here, even):
+        return "size_mismatch"
+    if len({c["input_dtypes"] for c in here}) > 1:
+        return "dtype_mismatch"
+    return None
 
 
 def _collectives(members, calls, gone, notes, by_rank) -> dict | None:
@@ -312,21 +442,34 @@ def _collectives(members, calls, gone, notes, by_rank) -> dict | None:
         entered = [m for m in present if seq in per[m]]
         missing = [m for m in present if seq not in per[m]] + (absent if never is not None and seq >= never else [])
         here = [per[m][seq] for m in entered]
+        even = _even(per, entered, seq, here[0]["op"]) if len({c["op"] for c in here}) == 1 else None
+        wrong = _mismatch(here, even) if entered else None
         kind = None
         if missing:
             kind = "rank_died" if set(missing) <= gone else "missing_rank"
-        elif len({c["op"] for c in here}) > 1:
-            kind = "op_mismatch"
-        elif _sizes_differ(here):
-            kind = "size_mismatch"
-        elif len({c["input_dtypes"] for c in here}) > 1:
-            kind = "dtype_mismatch"
+        elif wrong:
+            kind = wrong
         if kind:
             d = _divergence(members, kind, here, entered, sorted(missing), seq)
             if absent and never is not None and seq >= never:
                 d["why"] = (f"ranks {absent} left no call on this group (no dump): they never entered " + (
                     "the earliest call the others are not known to have completed (a collective completes only when "
                     "every member joins it)" if open_ else "the others' last call (in their traces)"))
+            if wrong == "size_mismatch" and even:
+                why = (f"sizes compared as an even {here[0]['op']}'s: every earlier one on this group "
+                       f"(#{', #'.join(map(str, even['seqs']))}) had input and output {even['sizes']} on every member "
+                       "that holds it")
+            if kind == "rank_died" and wrong:  # the members that left a record disagree: the dead died of it
+                root = _divergence(members, wrong, here, entered, [], seq)
+                if wrong == "size_mismatch" and even:
+                    root["why"] = why
+                d["why"] = (f"ranks {sorted(missing)} left no dump; what the others recorded: {here[0]['op']} #{seq}, "
+                            f"the earliest call they are not known to have completed, is where their own calls "
+                            f"disagree ({wrong})")
+                d["_died_of"], root["_also"] = root, [d]
+                return root
+            if kind == wrong and wrong == "size_mismatch" and even:
+                d["why"] = why
             return d
 
     def stuck_in(m, s):  # entered, not known completed, and nothing issued after it on another group
@@ -373,10 +516,11 @@ def _divergence(members, kind, here, entered, missing, seq) -> dict:
     return {
         "kind": kind, "group_ranks": list(members), "pg_name": first["pg_name"], "pg_desc": first["pg_desc"],
         "mesh_dim": None, "strategy": None, "variant": None, "op": first["op"], "seq": seq,
-        "entered": entered, "missing": missing, "time_ns": first["time_ns"], "root": True, "explained_by": [],
-        "skipped": [], "never_reached": [],
+        "entered": entered, "missing": missing, "time_ns": first["time_ns"], "root": True, "links": [], "roots": [],
+        "explained_by": [], "skipped": [], "never_reached": [], "died_of": [],
         "calls": {str(c["rank"]): {"op": c["op"], "peer": c["peer"], "input_sizes": c["input_sizes"],
-                                   "input_dtypes": c["input_dtypes"], "state": c["state"], "outcome": c["outcome"],
+                                   "output_sizes": c["output_sizes"], "input_dtypes": c["input_dtypes"],
+                                   "state": c["state"], "outcome": c["outcome"],
                                    "frame": _user_frame(c["frames"])} for c in here},
         "_group": first["group"], "_p2p": first["op"] in P2P,
     }
@@ -384,51 +528,38 @@ def _divergence(members, kind, here, entered, missing, seq) -> dict:
 
 # ------------------------------------------------------------------ which divergence explains which
 def _root_causes(found, by_rank, programs) -> list[dict]:
-    """``found`` ordered root causes first (``root``, ``explained_by``, ``skipped``: the module's docstring)."""
-    at = {}
+    """``found`` ordered root causes first, then the divergences that follow from them, each linked to the ones it
+    follows from (the module's docstring). A divergence is linked only to divergences already placed (the roots, then
+    the consequences in the order they were linked), so ``links`` and ``roots`` (indices into the result) are always
+    smaller than its own index: the links form no cycle, by construction."""
+    held = {}  # (rank, group, p2p, seq) -> the divergence in which that rank entered that call
     for d in found:
-        if d["seq"] is not None:
+        if d["seq"] is not None and "_died_of" not in d:
             for r in d["entered"]:
-                at[(r, d["_group"], d["_p2p"], d["seq"])] = d
+                held.setdefault((r, d["_group"], d["_p2p"], d["seq"]), d)
+    roots, pending = [], []
     for d in found:
-        explained = []
-        for m in d["missing"]:
-            prog = programs.get(m)
-            blocked = [c for c in by_rank.get(m, ()) if c["outcome"] not in ("completed", "in_trace")
-                       and c["group"] != d["_group"] and (m, c["group"], c["op"] in P2P, c["seq"]) in at]
-            why = None
-            for c in sorted(blocked, key=lambda c: c["ord"]):
-                here = prog.pos(d["_group"], d["_p2p"], d["seq"]) if prog else None
-                there = prog.pos(c["group"], c["op"] in P2P, c["seq"]) if prog else None
-                what = {"rank": m, "op": c["op"], "group_ranks": c["group_ranks"], "pg_name": c["pg_name"],
-                        "pg_desc": c["pg_desc"], "seq": c["seq"], "outcome": c["outcome"]}
-                if here is not None and there is not None and there > here:
-                    d["skipped"].append(what)  # its own steps put the call it waits in after this one
-                    why = None
-                    break
-                why = why or what
-            if why is None:
-                break
-            explained.append(why)
+        d["_reasons"] = {m: _reasons(m, d, found, held, by_rank, programs) for m in d["missing"]}
+        for why in d["_reasons"].values():
+            if "skipped" in why:
+                d["skipped"].append(why["skipped"])
+        follows = "_died_of" in d or (d["kind"] in ("missing_rank", "rank_died") and d["missing"] and all(
+            why.get("candidates") for why in d["_reasons"].values()))
+        (pending if follows else roots).append(d)
+    linked, consequences = {id(d) for d in roots}, []
+    pending.sort(key=lambda d: d["time_ns"] or 0)
+    while pending:
+        d = next((d for d in pending if _link(d, linked)), None)
+        if d is None:  # what is left follows only from itself (its ranks' programs order the calls each its own way)
+            d = pending[0]
+            d["why"] = " ".join(filter(None, [d.get("why"), (
+                "taken as a root cause: its missing ranks wait in divergences that wait on it (their programs order "
+                "these calls differently), and it was issued first")]))
+            roots.append(d)
         else:
-            if d["missing"] and explained:
-                d["explained_by"], d["root"] = explained, False
-    for d in found:  # a rank missing here that never reached an earlier call of its program, missing there too
-        if not d["root"] or not d["missing"]:
-            continue
-        earlier = []
-        for m in d["missing"]:
-            e = next((e for e in found if e is not d and e["root"] and m in e["missing"] and _before(e, d, programs, m)),
-                     None)
-            if e is None:
-                break
-            earlier.append({"rank": m, "op": e["op"], "group_ranks": e["group_ranks"], "pg_name": e["pg_name"],
-                            "pg_desc": e["pg_desc"], "seq": e["seq"], "outcome": "never_issued"})
-        else:
-            d["never_reached"], d["root"] = earlier, False
-    roots = [d for d in found if d["root"]] or list(found)  # none: they explain each other; all are roots
-    for d in roots:
-        d["root"] = True
+            consequences.append(d)
+        linked.add(id(d))
+        pending.remove(d)
     ordered = []
     pending = sorted(roots, key=lambda d: (d["kind"] == "not_completed", d["time_ns"] or 0))
     while pending:  # a root a common missing rank reaches before another comes before it
@@ -436,8 +567,72 @@ def _root_causes(found, by_rank, programs) -> list[dict]:
                      pending[0])
         ordered.append(first)
         pending = [d for d in pending if d is not first]
-    rest = sorted((d for d in found if not d["root"]), key=lambda d: d["time_ns"] or 0)
-    return ordered + rest
+    out = ordered + consequences
+    index = {id(d): i for i, d in enumerate(out)}
+    for d in out:
+        targets = d.pop("_links", [])
+        d["root"] = not targets
+        d["links"] = sorted({index[id(t)] for t in targets})
+        d["roots"] = sorted({r for t in targets for r in (t["roots"] or [index[id(t)]])})
+        d.pop("_reasons", None)
+        d.pop("_died_of", None)
+    return out
+
+
+def _reasons(m, d, found, held, by_rank, programs) -> dict:
+    """Where rank ``m``, missing from ``d``, is instead, from its own calls and its program (``_Program``):
+    ``{"skipped": call}`` when it went past ``d`` (a call of its, in any group, that its steps put after ``d``: the
+    last such); else ``{"candidates": [(link, divergence, entry)]}``, what ``d`` may follow from: a divergence in
+    which it entered a call it is blocked in (not completed) and that its steps put before ``d`` or whose place they
+    do not show (``explained_by``), or one it is missing from too that its steps put before ``d``
+    (``never_reached``). No candidate (it is in no call, or in one no divergence holds, and missing from nothing
+    earlier; or it left no dump): ``d`` is where it stopped."""
+    prog = programs.get(m)
+
+    def place(group, p2p, seq):
+        return prog.pos(group, p2p, seq) if prog and seq is not None else None
+
+    here = place(d["_group"], d["_p2p"], d["seq"])
+    mine = sorted(by_rank.get(m, ()), key=lambda c: c["ord"])
+    if here is not None:
+        past = [c for c in mine if (t := place(c["group"], c["op"] in P2P, c["seq"])) is not None and t > here]
+        if past:
+            return {"skipped": _entry(m, past[-1], past[-1]["outcome"])}
+    out = []
+    for c in mine:
+        e = held.get((m, c["group"], c["op"] in P2P, c["seq"]))
+        if c["outcome"] not in ("completed", "in_trace") and e is not None and e is not d:
+            out.append(("explained_by", e, _entry(m, c, c["outcome"])))
+    for e in found:
+        if e is not d and m in e["missing"] and _before(e, d, programs, m):
+            out.append(("never_reached", e, _entry(m, e, "never_issued")))
+    return {"candidates": out}
+
+
+def _entry(rank, c, outcome) -> dict:
+    return {"rank": rank, "op": c["op"], "group_ranks": c["group_ranks"], "pg_name": c["pg_name"],
+            "pg_desc": c["pg_desc"], "seq": c["seq"], "outcome": outcome}
+
+
+def _link(d, linked) -> bool:
+    """Link ``d`` to divergences already placed (``linked``: their ids) when each of its missing ranks has one
+    (``_reasons``), or to the mismatch its dead member died of; False, leaving ``d`` as it is, when one has none."""
+    if "_died_of" in d:
+        root = d["_died_of"]
+        if id(root) not in linked:
+            return False
+        d["died_of"] = [{**_entry(m, root, None), "kind": root["kind"]} for m in d["missing"]]
+        d["_links"] = [root]
+        return True
+    chosen = {}
+    for m, why in d["_reasons"].items():
+        chosen[m] = next((c for c in why["candidates"] if id(c[1]) in linked), None)
+        if chosen[m] is None:
+            return False
+    for link, _, entry in chosen.values():
+        d[link].append(entry)
+    d["_links"] = [e for _, e, _ in chosen.values()]
+    return True
 
 
 def _before(a, b, programs, rank=None) -> bool:
@@ -451,11 +646,13 @@ def _before(a, b, programs, rank=None) -> bool:
             return pa < pb
     return False
 
-
 def _describe(con, d, by_rank, at_dump):
-    """Mesh dimension, strategy and variant of the group; what each missing rank did instead."""
-    d.pop("_group")
-    d.pop("_p2p")
+    """Mesh dimension, strategy and variant of the group; which evidence named the op; what each missing rank did
+    instead."""
+    group, p2p = d.pop("_group"), d.pop("_p2p")
+    named = next((c for r in d["entered"] for c in by_rank.get(r, ()) if c["group"] == group and c["seq"] == d["seq"]
+                  and (c["op"] in P2P) == p2p and c.get("op_named_by")), None)
+    d["op_named_by"], d["op_recorded"] = (named["op_named_by"], named["op_recorded"]) if named else (None, None)
     desc = d["pg_desc"] or ""
     d["mesh_dim"] = desc[len("mesh_"):] if desc.startswith("mesh_") else None
     tag = con.execute(
@@ -519,8 +716,8 @@ def _last_completed(calls) -> list[dict]:
 # ------------------------------------------------------------------ what else the dumps say
 def _contradictions(con) -> list[dict]:
     """Dumps that disagree on a group's members: two pg_configs listing different ranks under one group name where
-    they share a rank, a rank calling on a group another dump's pg_config lists without it, a pg_config and the
-    traces' process groups disagreeing."""
+    they share a rank, a rank calling on a group another dump's pg_config lists without it, a rank calling on a group
+    its own dump's pg_config lists without it, a pg_config and the traces' process groups disagreeing."""
     declared = rows(con, """
         SELECT pg_name, any_value(pg_desc) AS pg_desc, group_ranks, list(DISTINCT rank ORDER BY rank) AS dumped_by
         FROM fr_entries WHERE group_source = 'pg_config' GROUP BY pg_name, group_ranks ORDER BY pg_name, dumped_by""")
@@ -554,6 +751,56 @@ def _contradictions(con) -> list[dict]:
         out.append({"what": f"rank {t['rank']}'s dump and its trace list different ranks for one group",
                     "pg_name": t["pg_name"], "pg_desc": t["pg_desc"],
                     "declared": {"dump": t["group_ranks"], "trace": t["traced"]}})
+    own = rows(con, """
+        SELECT pg_name, any_value(pg_desc) AS pg_desc, group_ranks, list(DISTINCT rank ORDER BY rank) AS callers
+        FROM fr_entries WHERE group_source = 'pg_config' AND NOT list_contains(group_ranks, rank)
+        GROUP BY pg_name, group_ranks ORDER BY pg_name, callers""")
+    for o in own:  # a process only holds (and records calls on) the groups it is a member of
+        out.append({"what": f"ranks {o['callers']} call on a group their own dumps list without them",
+                    "pg_name": o["pg_name"], "pg_desc": o["pg_desc"],
+                    "declared": {f"ranks {o['callers']}": o["group_ranks"]}, "callers": o["callers"]})
+    return out
+
+
+def _judgeable(found, reporting, from_dumps) -> list[dict]:
+    """Only what the evidence holds is concluded of a rank. A member that left no dump (or, from traces alone, no
+    trace) and is said to be missing: with dumps, where every rank said missing left none, it is the documented
+    inference (``rank_died``: the others wait in a call it never joined, and a rank that dies leaves no dump); where
+    ranks that did leave one are missing too, they are the finding and the others are ``unseen`` (not known either
+    way). From traces alone a rank without a trace is not known to have stopped (the others' traces end where the
+    profiler stopped): no divergence is concluded of it, and its groups are ``incomplete``."""
+    out = []
+    for d in found:
+        unseen = [m for m in d["missing"] if m not in reporting]
+        seen = [m for m in d["missing"] if m in reporting]
+        if unseen and not seen and not from_dumps:
+            continue
+        if unseen and seen:
+            d["missing"], d["unseen"] = seen, unseen
+            d["why"] = (f"ranks {unseen} left no {'dump' if from_dumps else 'trace'}: whether they entered it is not "
+                        "known")
+        out.append(d)
+    return out
+
+
+def _unjudged(con, found, reporting, what) -> list[dict]:
+    """The groups that cannot be judged: some of their members left no ``what`` (dump, or trace when there are no
+    dumps), and no divergence found on the group names exactly those members as the ones that never entered. Groups
+    are every group a dump, a trace's process groups or a traced operation names with its ranks."""
+    groups = {}
+    for name, desc, ranks in con.execute("""
+            SELECT pg_name, pg_desc, list_sort(group_ranks) FROM fr_entries WHERE len(group_ranks) > 0
+            UNION ALL SELECT pg_name, pg_desc, list_sort(ranks) FROM process_groups WHERE len(ranks) > 0
+            UNION ALL SELECT pg_name, pg_desc, list_sort(group_ranks) FROM comm_ops WHERE len(group_ranks) > 0
+            """).fetchall():
+        groups.setdefault((name, tuple(ranks)), desc)
+    judged = {(d["pg_name"], tuple(sorted(d["group_ranks"]))): set(d["missing"]) for d in found if not d.get("unseen")}
+    out = []
+    for (name, ranks), desc in sorted(groups.items(), key=lambda g: (len(g[0][1]), g[0][1], g[0][0] or "")):
+        unseen = [r for r in ranks if r not in reporting]
+        if unseen and not set(unseen) <= judged.get((name, ranks), set()):
+            out.append({"group_ranks": list(ranks), "pg_name": name, "pg_desc": desc, "members": len(ranks),
+                        "unseen": unseen, "why": f"{len(unseen)} of its {len(ranks)} members left no {what}"})
     return out
 
 

@@ -26,11 +26,27 @@ def _call(c) -> str:
     return f"{terminal(c['op'])}{seq} on group {c['group_ranks']} ({_name(c)})"
 
 
+def _ranks(ranks, few: int = 8) -> str:
+    """Ranks as runs (``0-33, 35-299``), the first ``few`` runs and how many more."""
+    runs = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}-{b}" if b > a + 1 else f"{a}, {b}" if b > a else f"{a}" for a, b in runs[:few])
+    return text + (f" and {len(runs) - few} more runs" if len(runs) > few else "")
+
+
 def _divergence(d) -> list[str]:
     seq = f" #{d['seq']}" if d["seq"] is not None else ""
     out = [f"  {d['kind']}: {terminal(d['op'])}{seq} on {_group(d)}"]
+    if d.get("op_named_by"):
+        out.append(f"    op: {terminal(d['op'])} (named by {terminal(d['op_named_by'])}; the dump says "
+                   f"{terminal(d['op_recorded'])})")
     if d["missing"]:
-        out.append(f"    entered: {d['entered']}; never entered: {d['missing']}")
+        out.append(f"    entered: {d['entered']}; never entered: {d['missing']}"
+                   + (f"; not known (no evidence): {d['unseen']}" if d.get("unseen") else ""))
     if d.get("why"):
         out.append(f"    {d['why']}")
     for e in d.get("explained_by") or ():
@@ -42,6 +58,8 @@ def _divergence(d) -> list[str]:
     for e in d.get("skipped") or ():
         out.append(f"    rank {e['rank']} skipped it: it went on to {_call(e)} ({OUTCOMES[e['outcome']]}), which its "
                    "own earlier steps issue after this one")
+    for e in d.get("died_of") or ():
+        out.append(f"    explained: rank {e['rank']} died of the {e['kind']} of {_call(e)}, the call it is missing from")
     for r, c in d["calls"].items():
         where = f"; called from {terminal(c['frame'])}" if c.get("frame") else ""
         peer = "" if c.get("peer") is None else f" {'to' if c['op'] == 'send' else 'from'} {c['peer']}"
@@ -68,7 +86,11 @@ def _divergence(d) -> list[str]:
 def render_hang(doc) -> str:
     d = doc["divergence"]
     out = [f"hang forensics from {doc['source'].replace('_', ' ')} of ranks {doc['ranks']} (explain: hang)"]
-    if d is None:
+    if d is None and doc.get("incomplete"):
+        out.append("incomplete: no divergence in what was recorded, but groups some of whose members left no evidence "
+                   "cannot be judged (below)"
+                   + (" (and the dumps contradict each other, below)" if doc.get("contradictions") else ""))
+    elif d is None:
         out.append("no divergence in what was recorded: every group's members issued the same calls"
                    + (" (but the dumps contradict each other, below)" if doc.get("contradictions") else "")
                    + (" (read the notes)" if doc["notes"] else ""))
@@ -84,10 +106,20 @@ def render_hang(doc) -> str:
         if rest:
             out.append(f"divergences they explain ({len(rest)}, the consequence):")
             for x in rest:
-                out += _divergence(x)
+                lines = _divergence(x)
+                if len(roots) > 1:  # which root cause it follows from
+                    lines.insert(1, "    follows from: " + "; ".join(
+                        f"{doc['divergences'][i]['kind']}: {_call(doc['divergences'][i])}" for i in x.get("roots") or ()))
+                out += lines
     for c in doc.get("contradictions") or ():
         out.append(f"contradiction: {c['what']}: group {_name(c)}: "
                    + "; ".join(f"{who}: {ranks}" for who, ranks in c["declared"].items()))
+    if (gone := doc.get("incomplete") or ()):
+        out.append(f"cannot be judged ({len(gone)} group{'s' if len(gone) > 1 else ''}: members left no evidence):")
+        for g in gone[:5]:
+            out.append(f"  group of {g['members']} ranks ({_name(g)}): {g['why']}: ranks {_ranks(g['unseen'])}")
+        if len(gone) > 5:
+            out.append(f"  and {len(gone) - 5} more groups")
     out += [f"note: {n}" for n in doc["notes"]]
     rows = []
     for r in doc["last_completed"]:
