@@ -359,6 +359,40 @@ def test_a_mismatch_stays_the_root_when_a_member_died_of_it():
     assert "explained: rank 0 died of the size_mismatch of all_to_all #7" in r.output
 
 
+def test_a_coalesced_block_is_one_call_its_tensors_compared_one_by_one():
+    """A _coalescing_manager block of two all_reduces (weight [32, 32], bias [32]): gloo's Flight Recorder records
+    one entry of both tensors under one sequence number; rank 1 passes 24 bias gradients at step 3. The size mismatch
+    names the tensor that differs (the second), with each rank's size of it. Before: the sizes shown, no tensor named."""
+    t = truth("coalesced_size_mismatch")
+    doc = hang([HANGS / "coalesced_size_mismatch"])
+    d = doc["divergence"]
+    assert essentials(d) == {k: t[k] for k in essentials(d)} and d["root"] and len(doc["divergences"]) == 1
+    assert {r: json.loads(c["input_sizes"]) for r, c in d["calls"].items()} == t["input_sizes"]
+    assert d["coalesced"] == {"tensors": t["coalesced"]["tensors"], "differ": [t["tensor"]["index"] + 1]}
+    said = ", ".join(f"rank {r} {v}" for r, v in sorted(t["tensor"]["sizes"].items()))
+    assert f"tensor {t['tensor']['index'] + 1}: {said}" in d["why"]
+    assert all("contextlib" not in (c["frame"] or "") for c in d["calls"].values())  # the training code's line
+
+
+def test_an_uneven_all_to_all_is_compared_in_total_and_says_which_pair_is_not_recorded():
+    """Uneven per-peer splits (rank i sends 8 (1 + i) + 4 j rows to rank j); at step 3 rank 1 sends 8 more rows to
+    rank 0 than rank 0 expects. gloo aborts rank 0 (the plugin dumps it), ranks 1 and 2 go on to the gradient
+    all_reduce. The dumps hold each rank's total rows: the members send more than they receive, a size_mismatch at
+    the all_to_all, the root (before: missing_rank at all_reduce #8, the all_to_all's sizes never compared). Which
+    pair disagrees is not in the dumps, and the report says so."""
+    t = truth("a2a_uneven_splits")
+    for paths in ([HANGS / "a2a_uneven_splits"], dumps_of("a2a_uneven_splits")):
+        doc = hang(paths)
+        d = doc["divergence"]
+        assert essentials(d) == {k: t[k] for k in essentials(d)} and d["root"]
+        assert {r: (json.loads(c["input_sizes"]), json.loads(c["output_sizes"])) for r, c in d["calls"].items()} == {
+            r: (t["input_sizes"][r], t["output_sizes"][r]) for r in map(str, t["entered"])}
+        width = t["input_sizes"]["0"][0][1]
+        assert d["a2a_totals"] == {"sent": t["rows"]["sent"] * width, "received": t["rows"]["received"] * width}
+        assert "which pair disagrees is not recorded" in d["why"]
+        assert_acyclic(doc)
+
+
 def assert_acyclic(doc) -> None:
     """Root causes first; every other divergence linked only to divergences before it (so the links form no cycle),
     its root causes among the roots, and each of its per-rank explanations pointing at one of its links."""

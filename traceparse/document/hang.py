@@ -27,7 +27,10 @@ Then, per group:
   (the ring buffer dropped them). A member with no call on the group at all (no dump) never entered the earliest
   call the others are not known to have completed (a call completes only when every member joins it): the
   group diverges there. An all_to_all's sizes are compared only where its group's earlier all_to_alls show even
-  splits (one size, as input and output, on every member: ``_even``). A call every member entered and none is
+  splits (one size, as input and output, on every member: ``_even``); with uneven splits, which no dump records, in
+  total (``_a2a_totals``: the elements all members send equal those all receive where they agree). A coalesced
+  call (one entry, one sequence number, one size per tensor) has its tensors compared one by one
+  (``_coalesced_differ``). A call every member entered and none is
   known to have completed is ``not_completed``;
 - **sends and receives** are paired per direction in issue order (the k-th send from a to b with the k-th
   receive at b from a); the first one left without a partner is a ``p2p_mismatch`` (a send no one receives, or
@@ -408,6 +411,44 @@ def _even(per, present, seq, op) -> dict | None:
     return {"sizes": next(iter(shapes))[0], "seqs": sorted({c["seq"] for c in earlier})}
 
 
+def _a2a_totals(here) -> dict | None:
+    """An all_to_all with uneven splits, which its members' records do not hold (gloo's and NCCL's dumps record each
+    member's whole input and output): whatever the splits, every element one member sends another receives, so
+    the elements all members send and all receive are equal where they agree. Unequal (every member recorded):
+    some pair's splits disagree, which pair not recorded. ``{"sent", "received", "why"}`` or None."""
+    if here[0]["op"] not in NOT_SIZE_IN or len(here) < 2:
+        return None
+    sent = [_numel(c["input_sizes"]) for c in here]
+    got = [_numel(c["output_sizes"]) for c in here]
+    if None in sent or None in got or sum(sent) == sum(got):
+        return None
+    return {"sent": sum(sent), "received": sum(got), "why": (
+        f"the members send {sum(sent):,} elements in all and receive {sum(got):,}: some rank's input split to a peer "
+        "differs from that peer's output split from it (uneven splits, compared in total: the dumps record each "
+        "member's whole input and output, not its splits, so which pair disagrees is not recorded)")}
+
+
+def _coalesced_differ(here) -> dict | None:
+    """A coalesced call (``_coalescing_manager``, ``all_reduce_coalesced``: one entry, one sequence number, one
+    size per tensor): the tensors whose sizes differ across members. ``{"tensors", "differ", "why"}`` or None."""
+    try:
+        per = {c["rank"]: json.loads(c["input_sizes"]) if isinstance(c["input_sizes"], str) else c["input_sizes"]
+               for c in here}
+    except (TypeError, ValueError):
+        return None
+    counts = {len(v) for v in per.values() if isinstance(v, list)}
+    if len(counts) != 1 or (n := counts.pop()) < 2:
+        return None
+    differ = [i for i in range(n) if len({json.dumps(v[i]) for v in per.values()}) > 1]
+    if not differ:
+        return None
+    said = "; ".join(f"tensor {i + 1}: " + ", ".join(f"rank {r} {v[i]}" for r, v in sorted(per.items()))
+                     for i in differ)
+    return {"tensors": n, "differ": [i + 1 for i in differ], "why": (
+        f"one coalesced call of {n} tensors (the dumps record the block as one entry under one sequence number); "
+        f"the tensors compared one by one: {said}")}
+
+
 def _mismatch(here, even) -> str | None:
     """The kind of disagreement between the calls members entered at one sequence number, or None."""
     if len({c["op"] for c in here}) > 1:
@@ -444,6 +485,8 @@ def _collectives(members, calls, gone, notes, by_rank) -> dict | None:
         here = [per[m][seq] for m in entered]
         even = _even(per, entered, seq, here[0]["op"]) if len({c["op"] for c in here}) == 1 else None
         wrong = _mismatch(here, even) if entered else None
+        rows_ = _a2a_totals(here) if not wrong and not missing and even is None else None
+        wrong = "size_mismatch" if rows_ else wrong
         kind = None
         if missing:
             kind = "rank_died" if set(missing) <= gone else "missing_rank"
@@ -470,6 +513,10 @@ def _collectives(members, calls, gone, notes, by_rank) -> dict | None:
                 return root
             if kind == wrong and wrong == "size_mismatch" and even:
                 d["why"] = why
+            if kind == wrong and rows_:
+                d["why"], d["a2a_totals"] = rows_["why"], {k: v for k, v in rows_.items() if k != "why"}
+            if kind == wrong == "size_mismatch" and (each := _coalesced_differ(here)):
+                d["why"], d["coalesced"] = each["why"], {k: v for k, v in each.items() if k != "why"}
             return d
 
     def stuck_in(m, s):  # entered, not known completed, and nothing issued after it on another group
@@ -692,7 +739,7 @@ def _describe(con, d, by_rank, at_dump):
 def _user_frame(frames) -> str | None:
     """The innermost frame outside torch: where the training code made the call."""
     for f in frames or ():
-        if "/torch/" not in (f.get("filename") or ""):
+        if "/torch/" not in (f.get("filename") or "") and not (f.get("filename") or "").endswith("/contextlib.py"):
             return f"{f.get('name')} ({f.get('filename')}:{f.get('line')})"
     return None
 
