@@ -93,6 +93,7 @@ def uncut():
 
 CASES = [("quiet_ddp2", 1, "mid_step"), ("quiet_ddp2", 0, "after_boundary"), ("quiet_ddp2", 1, "last_step"),
          ("ddp4", 2, "mid_step")]
+FAST = CASES[:1]  # the fast tier's case; the others are slow
 
 
 def _shares(node, path="doc"):
@@ -108,7 +109,8 @@ def _shares(node, path="doc"):
             yield from _shares(v, f"{path}[{i}]")
 
 
-@pytest.mark.parametrize("run,rank,where", CASES, ids=[f"{r}-rank{k}-{w}" for r, k, w in CASES])
+@pytest.mark.parametrize("run,rank,where", [c if c in FAST else pytest.param(*c, marks=pytest.mark.slow) for c in CASES],
+                         ids=[f"{r}-rank{k}-{w}" for r, k, w in CASES])
 def test_a_rank_cut_short_counts_only_through_its_complete_steps(tmp_path, uncut, run, rank, where):
     folder, cut_step = _cut_copy(run, rank, where, tmp_path / "run")
     doc = traceparse.analyze([folder], use_cache=False)

@@ -684,6 +684,7 @@ def test_dropping_the_dumps_of_ranks_that_did_not_cause_it_keeps_the_root_and_sa
     assert all(gone in g["unseen"] for g in doc["incomplete"])
 
 
+@pytest.mark.slow
 def test_every_bundled_hang_is_judged_whole():
     """Every member of every group left a dump or is the dead rank named: none is incomplete."""
     for case in CASES:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from conftest import FIXTURE_RUNS, public_trace
 from test_old_formats import ALEXNET, same_analysis
 from traces import step, thread_name, trace, write, x
@@ -67,6 +68,7 @@ def test_categories_match_in_any_case():
     assert problems == {OLD_CATEGORIES_READ: 2, CASE_READ: 4}  # Kernel, Operator; KERNEL, OPERATOR, trace, gpu_user_A.
 
 
+@pytest.mark.slow
 def test_a_run_in_other_letter_cases_analyzes_the_same(tmp_path):
     run = FIXTURE_RUNS / "ddp2"
     changed = sum(mixed_case(f, tmp_path / f.name.removesuffix(".gz")) for f in sorted(run.glob("rank*.json.gz")))
