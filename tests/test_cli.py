@@ -233,7 +233,7 @@ def test_explain_a_check_prints_short_labelled_lines():
     from traceparse.analyzers import specs
 
     spec = specs()["imbalance"]
-    r = invoke("explain", "imbalance")
+    r = invoke("explain", "imbalance", env={"COLUMNS": "100"})  # the width off a terminal
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0] == f"imbalance: {spec.title}"

@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURE_RUNS, needed, public_trace_files
 from test_repeat_runs import windowed
 
-from traceparse.render.fit import fitted, wrap
+from traceparse.render.fit import fitted, fitted_text, wrap
 from traceparse.render.plain_table import shorten, table
 from traceparse.units import count, duration, in_unit, number, pct, significant, size
 
@@ -46,11 +46,6 @@ def broken(text: str, width: int | None = WIDTH, signed: bool = False) -> list[s
         if any(float(m.group(1).replace(",", "")) > 100.05 for m in OVER_WHOLE.finditer(line)):
             out.append(f"a share over 100%: {line}")
     return out
-
-
-def fitted_text(make, width: int = WIDTH) -> str:
-    with fitted(width):
-        return wrap(make(), width)
 
 
 # --- the formats, by hand ---------------------------------------------------------------------------------------
@@ -119,9 +114,10 @@ def test_analyze_layout_and_tags_fit(doc, store, path):
     from traceparse.render.text import render, render_layout, render_tags
 
     d = doc(path)
-    texts = {"analyze": fitted_text(lambda: render(d)), "analyze --full": fitted_text(lambda: render(d, full=True)),
-             "layout": fitted_text(lambda: render_layout(d)),
-             "tags": fitted_text(lambda: render_tags(tags_document(store(needed(path)))))}
+    texts = {"analyze": fitted_text(lambda: render(d), WIDTH),
+             "analyze --full": fitted_text(lambda: render(d, full=True), WIDTH),
+             "layout": fitted_text(lambda: render_layout(d), WIDTH),
+             "tags": fitted_text(lambda: render_tags(tags_document(store(needed(path)))), WIDTH)}
     if path.name in ("ddp2", "pp4_1f1b_m4"):
         texts["analyze at 60"] = fitted_text(lambda: render(d), 60)
     bad = {k: broken(t, 60 if k.endswith("60") else WIDTH) for k, t in texts.items()}
@@ -154,7 +150,7 @@ def test_compare_fits(doc, store, base, new):
     runs = [FIXTURE_RUNS / base, FIXTURE_RUNS / new]
     out = compare_runs(doc(runs[0]), doc(runs[1]), load_thresholds([]),
                        kernels=tuple(kernel_times(store(r)) for r in runs))
-    assert not broken(fitted_text(lambda: render_text(out)), signed=True)
+    assert not broken(fitted_text(lambda: render_text(out), WIDTH), signed=True)
     assert not broken(render_markdown(out), width=None, signed=True)
 
 
@@ -170,8 +166,8 @@ def test_whatif_fits(doc, store, run):
     sweep = sweep_document(con, d, known, None)
     forecast = whatif_document(con, d, {"pp": 2, "microbatches": 8, "balanced": False, "without_straggler": False},
                                known)
-    assert not broken(fitted_text(lambda: render_sweep(sweep)))
-    assert not broken(fitted_text(lambda: render_whatif(forecast)))
+    assert not broken(fitted_text(lambda: render_sweep(sweep), WIDTH))
+    assert not broken(fitted_text(lambda: render_whatif(forecast), WIDTH))
 
 
 @pytest.mark.parametrize("hang", [h if h in ("pp_deadlock", "tp_hang_in_dp_tp") else
@@ -181,7 +177,7 @@ def test_hang_fits(store, hang):
     from traceparse.render.hang import render_hang
 
     con = store(FIXTURE_RUNS.parent / "hangs" / hang)
-    assert not broken(fitted_text(lambda: render_hang(hang_document(con))))
+    assert not broken(fitted_text(lambda: render_hang(hang_document(con)), WIDTH))
 
 
 def test_the_cli_fits_100_columns_off_a_terminal_and_columns_when_set():

@@ -499,29 +499,28 @@ def explain(ident, list_ids):
 
     if list_ids and ident is not None:
         raise click.UsageError("--list prints every id: give it without ID")
-    ids = {"metrics": sorted(METRICS), "checks": sorted(specs()), "tag rules": [r.id for r in load_rules()],
-           "communication kernel rules": [r.id for r in load_kernel_rules()], "vocabulary tables": list(VOCABULARY)}
-    check = specs().get(ident)
-    rule = None if check else next((r for r in load_rules() if r.id == ident), None)
-    kernel = None if check or rule else next((r for r in load_kernel_rules() if r.id == ident), None)
-    if ident is None:
-        text = fmt.render_ids(ids)
-    elif check:
-        text = fmt.render_check(asdict(check), MEANING[ident])
-    elif rule:
-        text = fmt.render_rule(asdict(rule))
-    elif kernel:
-        text = fmt.render_kernel_rule(asdict(kernel))
-    elif ident in VOCABULARY:
-        comment, cols = VOCABULARY[ident]
-        text = fmt.render_vocabulary(ident, comment, cols)
-    elif ident in METRICS:
-        title, definition, denominator = METRICS[ident]
-        text = fmt.render_metric(ident, title, definition, denominator, MEANING[ident])
-    else:
+    checks, rules = specs(), {r.id: r for r in load_rules()}
+    kernels = {r.id: r for r in load_kernel_rules()}
+    ids = {"metrics": sorted(METRICS), "checks": sorted(checks), "tag rules": list(rules),
+           "communication kernel rules": list(kernels), "vocabulary tables": list(VOCABULARY)}
+    if ident is not None and not any(ident in known for known in (checks, rules, kernels, VOCABULARY, METRICS)):
         click.echo(f"traceparse: error: {fmt.unknown_id(ident, [i for group in ids.values() for i in group])}", err=True)
         sys.exit(2)
-    click.echo(_fitted(lambda: text))
+
+    def text() -> str:  # rendered inside _fitted: its long fields wrap to the terminal's width
+        if ident is None:
+            return fmt.render_ids(ids)
+        if ident in checks:
+            return fmt.render_check(asdict(checks[ident]), MEANING[ident])
+        if ident in rules:
+            return fmt.render_rule(asdict(rules[ident]))
+        if ident in kernels:
+            return fmt.render_kernel_rule(asdict(kernels[ident]))
+        if ident in VOCABULARY:
+            return fmt.render_vocabulary(ident, *VOCABULARY[ident])
+        return fmt.render_metric(ident, *METRICS[ident], MEANING[ident])
+
+    click.echo(_fitted(text))
 
 
 @main.command()
@@ -609,10 +608,9 @@ def _check_output(output, paths=(), *stores):
 
 def _fitted(make) -> str:
     """The text report ``make()`` renders, fitted to the terminal's width (``render.fit``)."""
-    from traceparse.render.fit import fitted, terminal_width, wrap
+    from traceparse.render.fit import fitted_text, terminal_width
 
-    with fitted(terminal_width()) as width:
-        return wrap(make(), width)
+    return fitted_text(make, terminal_width())
 
 
 def _emit(text: str, output, color=None):

@@ -4,7 +4,8 @@ unknown one.
 
 A check or metric opens with what its number means for the user in plain words (``  what it means:``, from
 traceparse/document/meaning.py), then its definition. Its long fields print as short labelled lines: ``  label:``
-then the text wrapped to ``WIDTH``, a sentence to a paragraph. A cited section of the parallelism reference
+then the text wrapped to the width a command fits (``fit.WIDTH``; ``fit.DEFAULT`` outside one), a sentence to a
+paragraph. A cited section of the parallelism reference
 ("docs/parallelism.md 3.2") is never split across lines, and the text ends with the command that prints it
 (``traceparse docs``).
 """
@@ -16,15 +17,17 @@ import textwrap
 from traceparse.document.reference import CITED, cited_sections
 from traceparse.errors import shown
 from traceparse.escape import terminal
+from traceparse.render.fit import DEFAULT
+from traceparse.render.fit import WIDTH as FITTED
 
-WIDTH = 100
 CHECK_FIELDS = ("definition", "numerator", "denominator", "needs", "notes")
 NBSP = "\u00a0"
 
 
-def labelled(label: str, text: str, width: int = WIDTH) -> str:
+def labelled(label: str, text: str, width: int | None = None) -> str:
     """``  label:`` then ``text`` wrapped to ``width``, a sentence to a paragraph (long definitions read as
     lines)."""
+    width = width or FITTED.get() or DEFAULT
     text = CITED.sub(lambda m: m.group(0).replace(" ", NBSP), str(text).strip())  # a citation stays on one line
     sentences = re.split(r"(?<=\.)\s+(?=[A-Z])", text)
     lines = [f"  {label}:"]

@@ -34,6 +34,13 @@ def fitted(width: int | None):
         WIDTH.reset(token)
 
 
+def fitted_text(make, width: int | None) -> str:
+    """The text report ``make()`` renders inside ``fitted(width)``, its prose then wrapped: what every text command
+    prints (at ``terminal_width()``)."""
+    with fitted(width):
+        return wrap(make(), width)
+
+
 def wrap(text: str, width: int | None) -> str:
     """Each line of ``text`` longer than ``width`` broken at spaces: its continuation lines indented two more than
     it (under the text of a ``- `` item)."""
