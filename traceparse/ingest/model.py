@@ -22,7 +22,7 @@ def _raw(name: str):
     return msgspec.field(name=name, default=EMPTY_RAW)
 
 
-class Args(msgspec.Struct):
+class Args(msgspec.Struct, gc=False):
     external_id: Any = _arg("External id")
     external_id_old: Any = _arg("external id")  # Kineto's spelling before PyTorch 1.11, on GPU activities and runtime
     correlation: Any = None
@@ -61,7 +61,7 @@ class Args(msgspec.Struct):
 EMPTY_ARGS = Args()
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
