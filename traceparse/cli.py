@@ -380,6 +380,42 @@ def tags(paths, db, no_cache, allow_mixed, fmt):
     click.echo(json_text(doc) if fmt == "json" else _fitted(lambda: render_tags(doc)))
 
 
+def _numbers(_ctx, param, value):
+    """'0-3,8' -> {0, 1, 2, 3, 8} (None when not given)."""
+    if value is None:
+        return None
+    got = set()
+    try:
+        for part in value.split(","):
+            lo, _, hi = part.strip().partition("-")
+            got.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: numbers and ranges, as '0-3,8'", param=param) from None
+    return got
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@store_options
+@click.option("-o", "--output", required=True, metavar="FILE", help="The Chrome / Perfetto JSON to write.")
+@click.option("--ranks", callback=_numbers, metavar="R", help="Only these ranks: '0-3,8' (default: all).")
+@click.option("--steps", callback=_numbers, metavar="S", help="Only these profiled steps: '2-3' (default: the "
+              "whole traces).")
+def export(paths, db, no_cache, allow_mixed, output, ranks, steps):
+    """One Chrome / Perfetto JSON of the whole job on its aligned clock (traceparse explain clocks): each rank a
+    process, its CPU threads and GPU streams its threads, each collective's release as flow events, the critical
+    path and the causes as a process of their own. Opens in Perfetto's UI and chrome://tracing; traceparse reads
+    it back as the ranks' traces."""
+    from traceparse.document import analyze_document
+    from traceparse.job_export import export_job
+
+    _check_output(output, paths, db)
+    with _open(paths, db, no_cache, allow_mixed) as con:
+        got = export_job(con, analyze_document(con), Path(output), ranks, steps)
+    click.echo(f"wrote {output}: {len(got['ranks'])} rank(s), {got['events']:,} events"
+               + (f", steps {', '.join(map(str, got['steps']))}" if got["steps"] else ""))
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @store_options

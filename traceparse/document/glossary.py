@@ -171,6 +171,28 @@ METRICS = {
         "(communication), by_rank: ns on the path; top: its longest pieces (rank, lane, cause, name, share = "
         "dur_ns / length_ns); segments: consecutive pieces of one rank and cause merged, for the timeline",
     ),
+    "clocks": (
+        "Each host's clock against the first rank's (run.clock)",
+        "the clocks are the hosts the traces name (ranks.host), each rank its own where one names none; a run on one "
+        "host has one clock and nothing is estimated. The traces bound each clock's offset from the first rank's: a "
+        "member of a blocking collective (all_reduce, all_gather, reduce_scatter, all_to_all, barrier: every member "
+        "needs every other's data) cannot leave it before its last member arrived (its execution's end after the "
+        "others' execution starts), and a receive cannot complete before its send began. low_ns, high_ns: the "
+        "least and greatest shift those bounds allow, the other clocks as estimated; estimate_ns: the shift that "
+        "ends its collectives with the other members' (the median over its collectives of the others' mean end less "
+        "its own; members of a blocking collective leave it within a short tail of one another), within the bounds "
+        "(the middle of the bounds without collectives), all clocks estimated together until none moves. The shifts "
+        "are applied (every time of the clock's ranks moved by shift_ns before anything crosses ranks: arrivals, "
+        "waits, groups, the step graph, the critical path) only where the traces prove the clocks differ: some "
+        "bound broken as written by more than 1 us (Kineto's microsecond timestamps). Where the operations as "
+        "matched contradict every shift (gloo's groups are inferred from ends being together, which an offset "
+        "breaks) or a clock shares none with the others, a first estimate needs no matching: the offset at which "
+        "most ends of blocking operations of the two clocks lie within 200 us of each other (within 100 ms), where "
+        "that peak has a chance below 1e-6 against a uniform spread (Poisson); the store is built again with it, "
+        "then estimated as above (traceparse/load/clocks.py)",
+        "shift_ns, low_ns, high_ns, estimate_ns: ns added to the clock's times; a clock moved is a load issue, a "
+        "warning where its shift is at least the median wait in a collective (the waits it changes)",
+    ),
     "step_graph": (
         "The step graph and its replay",
         "each profiled step across ranks as a graph that can be replayed with its durations changed "

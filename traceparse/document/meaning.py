@@ -79,6 +79,12 @@ MEANING = {
         "it shortens the step, while work off it could run slower at no cost; its split by cause, strategy and "
         "rank says where effort pays."
     ),
+    "clocks": (
+        "On a job that spans machines, each machine's clock may be off by milliseconds, as much as the waits being "
+        "judged: who arrived last, who waited, the slow rank. traceparse works out each machine's offset from the "
+        "collectives themselves and moves its times before comparing anything; a moved clock is named with how far "
+        "it may be off. If no clock was moved, the traces agree with one clock."
+    ),
     "step_graph": (
         "A model of each profiled step across all ranks that can be replayed with some work made faster or taken "
         "away; replayed unchanged it gives back every measured moment. It is how traceparse prices a problem: the "

@@ -14,10 +14,26 @@ def run_info(con) -> dict:
         "steps": steps,
         "backend": sorted({r["backend"] for r in ranks if r["backend"]}),
         "devices": sorted({r["device_name"] for r in ranks if r["device_name"]}),
-        "clock": sorted({r["clock_method"] for r in ranks}),
+        "clock": clock(con, ranks),
         "events": sum(r["n_complete"] for r in ranks),
         "rank_sources": {str(r["rank"]): r["rank_source"] for r in ranks},
     }
+
+
+def clock(con, ranks: list[dict]) -> dict:
+    """How the files' times were put on one clock: ``methods`` (each file's, ``ranks.clock_method``), and, for a run
+    on two hosts or more (or of ranks that name none), ``clocks``: each clock's ranks, the shift applied to their
+    times and the bounds the traces allow (the store's ``clocks``), ``applied`` whether any moved, ``by`` whether the
+    clocks are hosts or ranks. ``traceparse explain clocks``."""
+    got = rows(con, "SELECT * FROM clocks ORDER BY rank")
+    clocks = {}
+    for c in got:
+        row = clocks.setdefault(c["clock"], {"clock": c["clock"], "ranks": [], **{k: c[k] for k in (
+            "shift_ns", "low_ns", "high_ns", "estimate_ns", "collectives", "transfers")}})
+        row["ranks"].append(c["rank"])
+    return {"methods": sorted({r["clock_method"] for r in ranks}),
+            "by": None if not got else "host" if got[0]["clock"].startswith("host ") else "rank",
+            "applied": any(c["shift_ns"] for c in got), "clocks": list(clocks.values())}
 
 
 def load_issues(con) -> list[dict]:

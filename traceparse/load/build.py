@@ -3,12 +3,17 @@
 the run's rows, each rank's tables and vocabulary (written by its parse task: traceparse/vocabulary/per_rank.py)
 attached -> the complete steps (vocabulary/complete_steps.sql) -> derive.sql, process groups, finish.sql (store) ->
 tagging (comm_features, rules) -> layout inference
--> the vocabulary that needs the tags (intervals, window totals, arrivals).
+-> the vocabulary that needs the tags (intervals, window totals, arrivals) -> the hosts' clocks (load/clocks.py: where
+they differ, the whole build again with each rank's times moved).
 """
+
+from functools import partial
+from pathlib import Path
 
 import duckdb
 
 from traceparse.layout.infer import infer_layout
+from traceparse.load import clocks
 from traceparse.store.build import create_store, derive, insert_kernel_rules, insert_layout, insert_raw
 from traceparse.tagging.tag import tag_comm_ops
 from traceparse.vocabulary import build_cross_rank, build_tagged
@@ -18,8 +23,24 @@ from traceparse.vocabulary.per_rank import run_per_rank
 def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
     """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set, their
     tables in the per-rank folder ``parts`` (traceparse/store/parts.py); ``dumps`` Flight Recorder dumps
-    (traceparse.ingest.flight_recorder.read_dump)."""
+    (traceparse.ingest.flight_recorder.read_dump). Where the traces prove the hosts' clocks differ
+    (traceparse.load.clocks), the store is built again with each rank's times moved by its clock's shift."""
+    shifts, attempt = {}, 0
+    while True:
+        got = _build(db_path, [{**r, "clock_shift_ns": shifts.get(r["rank"], 0)} for r in ranks], issues, meta, dumps,
+                     parts, partial(clocks.settle, shifts=shifts, attempt=attempt))
+        if got is None:
+            return
+        Path(db_path).unlink(missing_ok=True)
+        Path(f"{db_path}.wal").unlink(missing_ok=True)
+        shifts, attempt = got, attempt + 1
+
+
+def _build(db_path, ranks, issues, meta, dumps, parts, settle):
+    """One build; ``settle(con)`` (ranks only) decides on the clocks: None keeps the build (its rows of clocks and
+    load issues written), else the shifts to build again with (this one rolled back, and returned)."""
     con = create_store(db_path)
+    again = None
     try:
         con.execute("BEGIN TRANSACTION")
         insert_raw(con, ranks, issues, meta, dumps, parts)
@@ -31,12 +52,17 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
         tag_comm_ops(con)
         insert_layout(con, infer_layout(con))
         build_tagged(con)
-        con.execute("COMMIT")
+        again = settle(con) if ranks else None
+        if again is None:
+            con.execute("COMMIT")
+        else:
+            _rollback(con)
     except BaseException:
         _rollback(con)
         raise
     finally:
         con.close()
+    return again
 
 
 def _rollback(con):

@@ -128,7 +128,11 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     work = None  # where DuckDB writes the store when it cannot write beside target (a path holding '?')
     done, summaries = False, []
     try:
+        files, origin = _job_files(files, stage)
         parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
+        shutil.rmtree(stage / JOBS, ignore_errors=True)
+        for s in parsed:  # a rank of a job file is that file's
+            s["file"] = origin.get(s.get("file"), s.get("file"))
         skipped = [(s["file"], s["why"]) for s in parsed if s.get("kind") == "skipped"]
         parsed = [s for s in parsed if s.get("kind") != "skipped"]
         if not parsed:
@@ -179,6 +183,25 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         if not done and db is None and not use_cache:
             shutil.rmtree(target.parent, ignore_errors=True)
     return target, False
+
+
+JOBS = "jobs"  # where the ranks of job files (traceparse export) are written as traces of their own, in the stage
+
+
+def _job_files(files: list[Path], stage: Path) -> tuple[list[Path], dict]:
+    """``files`` with each job file (``traceparse export``: ``ingest.job_file``) replaced by its ranks' traces,
+    written in the stage; and {a rank's trace: its job file}."""
+    from traceparse.ingest.job_file import is_job_file, split
+
+    out, origin = [], {}
+    for f in files:
+        if f.suffix in (".json", ".gz") and is_job_file(f):
+            ranks = split(f, Path(stage) / JOBS / str(len(out)))
+            origin.update((shown(r.resolve()), shown(f.resolve())) for r in ranks)  # as a summary names its file
+            out += ranks
+        else:
+            out.append(f)
+    return out, origin
 
 
 def _plain_temp() -> str | None:

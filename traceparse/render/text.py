@@ -21,7 +21,7 @@ from traceparse.render.critical_path import render_critical_path
 from traceparse.escape import terminal
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
-from traceparse.units import count, first_of, ms, number, pct, size
+from traceparse.units import count, duration, first_of, ms, number, pct, size
 
 
 SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
@@ -40,7 +40,7 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         f"backend {', '.join(map(terminal, run['backend'])) or 'unknown'}, "
         f"devices {', '.join(map(terminal, run['devices'])) or 'not recorded'}",
         f"steps: {', '.join(map(str, run['steps'])) or 'none (no ProfilerStep annotations)'}; "
-        f"{run['events']:,} events; clock: {'; '.join(run['clock'])}",
+        f"{run['events']:,} events; clock: {_clock(run['clock'])}",
         "",
         *[f"cut short: {terminal(c['finding'])}" for c in doc.get("cut_short") or []],  # the first finding
         *filter(None, [render_causes(doc)]),
@@ -109,6 +109,23 @@ def render(doc: dict, full: bool = False, kernels: int | None = None) -> str:
         _issues(doc["load_issues"]),
     ]
     return terminal("\n".join(out), newlines=True)
+
+
+def _clock(clock: dict) -> str:
+    """Each file's clock method, then the clocks moved (with the bounds the traces allow), or that the clocks of a
+    run on several hosts are consistent with one."""
+    said = "; ".join(clock["methods"])
+    if not clock["clocks"]:
+        return said
+    if not clock["applied"]:
+        return f"{said}; {len(clock['clocks'])} {clock['by']}s' clocks consistent with one (clocks)"
+    moved = [f"{terminal(c['clock'])} (rank {_ranks(c['ranks'])}) moved {duration(c['shift_ns'], sign=True)}, "
+             f"allowed {_bound(c['low_ns'])} to {_bound(c['high_ns'])}" for c in clock["clocks"] if c["shift_ns"]]
+    return f"{said}; {'; '.join(moved)} (clocks)"
+
+
+def _bound(ns):
+    return "unbounded" if ns is None else duration(ns, sign=True)
 
 
 def _ranks(ranks):

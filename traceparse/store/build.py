@@ -91,7 +91,7 @@ def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()
                                           for r in ranks if r.get("plugin")])
     _insert_rows(con, "load_issues", issues)
     _insert_dumps(con, dumps)
-    _insert_rows(con, "rank_slots", [(r["slot"], r["rank"]) for r in ranks])
+    _insert_rows(con, "rank_slots", [(r["slot"], r["rank"], r.get("clock_shift_ns", 0)) for r in ranks])
     if ranks:
         attach_views(con, parts, build=True)
         copy_vocabulary(con, parts)
@@ -158,10 +158,12 @@ def _insert_ranks(con, ranks):
     cols = [
         "rank", "rank_source", "world_size", "backend", "device_name", "host", "file", "file_bytes",
         "base_time_ns", "clock_offset_ns", "clock_method", "schema_version", "trace_id", "versions",
-        "record_shapes", "profile_memory", "n_events", "n_complete", "cut_off", "kept_until_ns",
+        "record_shapes", "profile_memory", "n_events", "n_complete", "cut_off", "kept_until_ns", "clock_shift_ns",
     ]
-    ranks = [{**r, "kept_until_ns": None if r.get("kept_until_ns") is None
-              else r["kept_until_ns"] + (r["clock_offset_ns"] or 0)} for r in ranks]  # on the run's clock
+    ranks = [{**r, "clock_shift_ns": r.get("clock_shift_ns", 0),
+              "kept_until_ns": None if r.get("kept_until_ns") is None
+              else r["kept_until_ns"] + (r["clock_offset_ns"] or 0) + r.get("clock_shift_ns", 0)}
+             for r in ranks]  # on the run's clock
     rows = [[json.dumps(r[c]) if c == "versions" else r[c] for c in cols] for r in ranks]
     con.executemany(f"INSERT INTO ranks ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
 

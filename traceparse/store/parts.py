@@ -41,6 +41,15 @@ VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory", "gpu_ac
 COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times")
 # read while the store is built (layout inference, finish.sql, intervals.sql), not kept
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
+# the columns of each per-rank table that are moments (not durations): moved by the rank's clock shift as they are read
+# (rank_slots.clock_shift_ns: its host's clock against the first rank's, traceparse/load/clocks.py)
+MOMENTS = {
+    "events": ("ts_ns",), "steps": ("start_ns", "end_ns"), "memory": ("ts_ns",),
+    "gpu_activity": ("start_ns", "end_ns", "launch_ns", "launch_end_ns"),
+    "step_windows": ("start_ns", "end_ns"), "backward_passes": ("start_ns", "end_ns"), "pipeline_marks": ("ts_ns",),
+    "comm_ops": ("host_ts_ns", "exec_ts_ns"), "pass_events": ("ts_ns", "end_ns"),
+    "placed_intervals": ("start_ns", "end_ns", "anchor_ns"),
+}
 LOCK = "BUILD"
 CURRENT = "CURRENT"  # the build folder the store in place names (written by publish)
 PUBLISH = ".publish"  # the lock file of loads of one store (_publishing)
@@ -249,10 +258,13 @@ def _relation(parts: Path, table: str) -> str:
         files = []
     if not files:
         raise Incomplete(table)
+    moved = MOMENTS.get(table, ())
     if table in TABLES or table in VOCABULARY:
-        cols = ", ".join("s.rank" if c == "rank" else f"t.{c}" for c in columns(table))
+        cols = ", ".join("s.rank" if c == "rank" else f"t.{c} + s.clock_shift_ns AS {c}" if c in moved else f"t.{c}"
+                         for c in columns(table))
     else:
-        cols = "s.rank, t.* EXCLUDE (slot)"
+        replace = f" REPLACE ({', '.join(f't.{c} + s.clock_shift_ns AS {c}' for c in moved)})" if moved else ""
+        cols = f"s.rank, t.* EXCLUDE (slot){replace}"
     listed = ", ".join(literal_path(f) for f in files)
     return f"SELECT {cols} FROM read_parquet([{listed}]) t JOIN main.rank_slots s USING (slot)"
 

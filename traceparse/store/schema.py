@@ -5,7 +5,7 @@ One definition serves three readers: the CREATE TABLE statements, the
 of docs/schema.md (``traceparse schema`` prints it; a test keeps them equal).
 """
 
-SCHEMA_VERSION = 3  # 3: ranks.kept_until_ns, incomplete_steps
+SCHEMA_VERSION = 4  # 3: ranks.kept_until_ns, incomplete_steps; 4: clocks, clock_shift_ns
 
 TABLES = {
     "meta": (
@@ -29,6 +29,8 @@ TABLES = {
             ("base_time_ns", "BIGINT", "baseTimeNanoseconds from the header (NULL when absent)"),
             ("clock_offset_ns", "BIGINT", "nanoseconds added to this file's timestamps to put it on the run's clock"),
             ("clock_method", "VARCHAR", "how the file's clock was aligned to the run's clock"),
+            ("clock_shift_ns", "BIGINT", "nanoseconds added to every time of this rank besides clock_offset_ns: its "
+             "host's clock against the first rank's, estimated from the collectives (clocks; 0: none applied)"),
             ("schema_version", "INTEGER", "Kineto schemaVersion"),
             ("trace_id", "VARCHAR", "Kineto trace_id when present"),
             ("versions", "VARCHAR", "JSON of CUPTI/CUDA/ROCm/NCCL versions found in the header"),
@@ -131,6 +133,25 @@ TABLES = {
         [
             ("slot", "INTEGER", "the file's position among the load's files"),
             ("rank", "INTEGER", "its rank"),
+            ("clock_shift_ns", "BIGINT", "nanoseconds added to every time of its tables as they are read (ranks)"),
+        ],
+    ),
+    "clocks": (
+        "Each rank's clock against the first rank's, from the traces themselves (traceparse/load/clocks.py): a member "
+        "of a collective cannot leave it before its last member arrived, nor a receive complete before its send began; "
+        "on a blocking collective the members leave together. One row per rank of a run whose ranks have two hosts "
+        "or more, or do not say their host.",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("clock", "VARCHAR", "the clock it shares: 'host <name>', else 'rank <n>'"),
+            ("shift_ns", "BIGINT", "nanoseconds its times were moved by (ranks.clock_shift_ns; 0 when the traces are "
+             "consistent with one clock)"),
+            ("low_ns", "BIGINT", "the least shift the traces allow, the others' as estimated (NULL: unbounded)"),
+            ("high_ns", "BIGINT", "the greatest shift the traces allow (NULL: unbounded)"),
+            ("estimate_ns", "BIGINT", "the shift that lines up the ends of its collectives with the other members' "
+             "(the middle of low_ns and high_ns without collectives), within the bounds"),
+            ("collectives", "BIGINT", "collectives of its clock with members on another clock"),
+            ("transfers", "BIGINT", "point-to-point transfers to or from another clock"),
         ],
     ),
     "threads": (

@@ -9,10 +9,12 @@ SCAN = 10_000  # a guard: events looked at back from a moment for the op holding
 
 
 def graph_tables(con):
-    """The rows of vocabulary/step_graph.sql (its temporary tables and macros), made once per connection."""
+    """The rows of vocabulary/step_graph.sql (its temporary tables and macros) after what it reads (p2p_pairs.sql),
+    made once per connection."""
     made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'cp_completions'")
     if not made.fetchone()[0]:
-        con.execute(sql_file("traceparse.vocabulary", "step_graph.sql"))
+        for name in ("p2p_pairs.sql", "step_graph.sql"):
+            con.execute(sql_file("traceparse.vocabulary", name))
 
 
 def rank_rows(con, rank: int) -> dict:
