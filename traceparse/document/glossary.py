@@ -188,7 +188,8 @@ METRICS = {
         "matched contradict every shift (gloo's groups are inferred from ends being together, which an offset "
         "breaks) or a clock shares none with the others, a first estimate needs no matching: the offset at which "
         "most ends of blocking operations of the two clocks lie within 200 us of each other (within 100 ms), where "
-        "that peak has a chance below 1e-6 against a uniform spread (Poisson); the store is built again with it, "
+        "that peak has a chance below 1e-6 against a uniform spread (Poisson; rules/thresholds.toml [clocks]); the store "
+        "is built again with it, "
         "then estimated as above (traceparse/load/clocks.py)",
         "shift_ns, low_ns, high_ns, estimate_ns: ns added to the clock's times; a clock moved is a load issue, a "
         "warning where its shift is at least the median wait in a collective (the waits it changes)",

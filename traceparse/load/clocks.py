@@ -27,11 +27,6 @@ import numpy as np
 BLOCKING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
 RESOLUTION_NS = 1_000  # Kineto writes microseconds: a bound broken by less than this is no evidence
 ROUNDS = 200  # passes over the clocks at most, each against the others as estimated
-# the coarse estimate (``coarse``): ends of operations of two clocks this far apart may be the same collective's, and
-# the members of one leave it within TAIL_NS of one another; a peak as likely as CHANCE by chance names no offset
-REACH_NS = 100_000_000
-TAIL_NS = 200_000
-CHANCE = 1e-6
 ENDS = 4_096  # ends of each rank looked at (its first), which bounds the pairs compared
 SETTLED_NS = 10  # a pass that moves no clock by more than this ends the estimate
 BUILDS = 4  # builds of a store at most: as written, moved, moved further, as written again
@@ -116,11 +111,16 @@ def coarse(con, found: dict) -> dict | None:
     """Where the collectives as matched contradict every shift (matched wrongly: the process groups of gloo
     operations are inferred from their ends being together, which a clock's offset breaks), a first estimate that
     needs no matching: the offset of each clock against the first rank's at which most of their ranks' blocking
-    operations end together (the densest ``TAIL_NS`` of the differences of their ends within ``REACH_NS``), where
-    that peak is not chance (its count against a uniform spread of the differences, ``CHANCE``). ``found`` with
+    operations end together (the densest ``tail_ns`` of the differences of their ends within ``reach_ns``), where
+    that peak is not chance (its count against a uniform spread of the differences, ``chance``: rules/thresholds.toml
+    [clocks]). ``found`` with
     those shifts, or None where no clock has such a peak further from 0 than the tail."""
     from scipy.special import pdtrc  # P(X >= k) of a Poisson count, as 1 - its CDF at k - 1
 
+    from traceparse.thresholds import check_thresholds
+
+    limits = check_thresholds()["clocks"]
+    tail, reach, chance = limits["tail_ns"], limits["reach_ns"], limits["chance"]
     ends = {}
     for r, e in con.execute(f"""
             SELECT rank, coalesce(exec_ts_ns + exec_dur_ns, host_ts_ns + host_dur_ns) AS e FROM comm_ops
@@ -138,17 +138,17 @@ def coarse(con, found: dict) -> dict | None:
             if clock[r] != name:
                 continue
             own = np.array(v[:ENDS], np.int64)
-            lo, hi = np.searchsorted(ref, own - REACH_NS), np.searchsorted(ref, own + REACH_NS)
+            lo, hi = np.searchsorted(ref, own - reach), np.searchsorted(ref, own + reach)
             for e, a, b in zip(own, lo, hi, strict=True):
                 diffs.append(ref[a:b] - e)
         d = np.sort(np.concatenate(diffs)) if diffs else np.zeros(0, np.int64)
         if len(d) < 2:
             continue
-        inside = np.searchsorted(d, d + TAIL_NS, side="right") - np.arange(len(d))
+        inside = np.searchsorted(d, d + tail, side="right") - np.arange(len(d))
         at = int(inside.argmax())
-        expected = len(d) * TAIL_NS / (2 * REACH_NS)
+        expected = len(d) * tail / (2 * reach)
         offset = int(np.median(d[at:at + inside[at]]))
-        if pdtrc(int(inside[at]) - 1, expected) < CHANCE and abs(offset) > TAIL_NS:  # within the tail: one clock
+        if pdtrc(int(inside[at]) - 1, expected) < chance and abs(offset) > tail:  # within the tail: one clock
             shift[name] = offset
     if not shift:
         return None
