@@ -7,12 +7,11 @@ complete before its send began. Each such pair of moments bounds the difference 
 many collectives (in both directions) and a pipeline's transfers (forward and back) bound it from both.
 
 The clocks are the hosts the traces name (``ranks.host``); where a rank names none, each rank is its own clock. The
-first rank's clock is the run's. For each other clock the estimate is the shift that lines up the ends of its
-collectives with the other members' (the members of a blocking collective leave it within a short tail of one
-another), kept within the bounds; without collectives, the middle of the bounds. The clocks are estimated together
-(each against the others as estimated, until none moves). The shifts are applied only where the traces prove the
-clocks differ: when, as written, some member left a collective before another arrived, or a receive completed before
-its send began, by more than the timestamps' resolution. Otherwise the run is consistent with one clock and nothing
+first rank's clock is the run's. The bounds are closed over every chain of clocks and the clocks placed one by one,
+the best bounded first (``_Evidence.solve``): a clock whose bounds hold 0 stays there, one they exclude goes to the
+middle of its bounds. So the shifts are applied only where the traces prove the clocks differ: when, as written,
+some member left a collective before another arrived, or a receive completed before its send began, by more than
+the timestamps' resolution. Otherwise the run is consistent with one clock and nothing
 moves (its bounds are still reported). Where matching the collectives itself needs the clocks (gloo's groups are
 inferred from ends being together, which an offset breaks) and the bounds contradict every shift, or a clock shares
 no operation with the others, a coarse estimate needs no matching (``coarse``); the store is built with it, then
@@ -26,9 +25,8 @@ import numpy as np
 # collectives where every member needs every other member's data: none can leave before the last arrives
 BLOCKING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
 RESOLUTION_NS = 1_000  # Kineto writes microseconds: a bound broken by less than this is no evidence
-ROUNDS = 200  # passes over the clocks at most, each against the others as estimated
+MAX_CLOCKS = 512  # clocks estimated at most (a bound per pair of them: 512 hosts, or ranks that name none)
 ENDS = 4_096  # ends of each rank looked at (its first), which bounds the pairs compared
-SETTLED_NS = 10  # a pass that moves no clock by more than this ends the estimate
 BUILDS = 4  # builds of a store at most: as written, moved, moved further, as written again
 
 
@@ -38,9 +36,12 @@ def settle(con, shifts: dict, attempt: int) -> dict | None:
     (the first build): the estimate's shifts where the traces prove the clocks differ; where the collectives as
     matched contradict every shift, the coarse estimate's. Moved: the estimate's further shifts where they prove
     more (at most ``BUILDS`` builds); where the moved clocks contradict too, the times as written (a last build)."""
-    found = estimate(con, moved=any(shifts.values()))
+    found = estimate(con, moved={r for r, s in shifts.items() if s})
     if found is None:
         return None
+    if found.get("too_many"):
+        return _keep(con, found, shifts, f"{found['too_many']} clocks (ranks that name no host): more than "
+                                         f"{MAX_CLOCKS}, not estimated: times as written (clocks)")
     if attempt and not shifts:  # the last build, as written: no shift fits the traces
         return _keep(con, found, shifts, "the operations as matched contradict every offset between the clocks "
                                          "(their groups inferred from ends that a clock's offset moves): times as "
@@ -73,10 +74,10 @@ def _keep(con, found: dict, shifts: dict, why: str | None):
         con.executemany("INSERT INTO load_issues VALUES (?, ?, ?, ?)", said)
 
 
-def estimate(con, moved: bool = False) -> dict | None:
+def estimate(con, moved=frozenset()) -> dict | None:
     """``{"by": "host" | "rank", "applied": bool, "rows": [clocks rows]}`` for a run of two clocks or more, None for
-    a run on one host (or of one rank). ``applied``: the traces prove the clocks differ (``moved``: the clocks were
-    moved already, by a first estimate: where the estimate lies further than the timestamps' resolution), and
+    a run on one host (or of one rank). ``applied``: the traces prove the clocks differ (``moved``: the ranks moved
+    already, by a first estimate: where their estimate lies further than the timestamps' resolution), and
     ``rows``' shift_ns is what each rank's times move by; otherwise every shift_ns is 0."""
     ranks = con.execute("SELECT rank, host FROM ranks ORDER BY rank").fetchall()
     if len(ranks) < 2:
@@ -87,34 +88,31 @@ def estimate(con, moved: bool = False) -> dict | None:
     if len(clocks) < 2:
         return None
     clock_of = {r: clocks.index(n) for (r, _), n in zip(ranks, names, strict=True)}
+    if len(clocks) > MAX_CLOCKS:  # a bound per pair of clocks: beyond this many, said, not estimated
+        rows = [(r, clocks[clock_of[r]], 0, None, None, None, 0, 0) for r, _ in ranks]
+        return {"by": by, "applied": False, "rows": rows, "contradicted": False, "wait_ns": None,
+                "too_many": len(clocks)}
     evidence = _Evidence(con, clock_of, len(clocks))
-    at_zero = evidence.bounds(np.zeros(len(clocks)))
-    proven = bool(((at_zero[0] > RESOLUTION_NS) | (at_zero[1] < -RESOLUTION_NS)).any())
-    shift = evidence.solve() if proven or moved else np.zeros(len(clocks))
-    proven = proven or bool((np.abs(shift) > RESOLUTION_NS).any())
-    low, high, est = evidence.bounds(shift)
-    low[0] = high[0] = est[0] = 0.0  # the first rank's clock is the run's
-    contradicted = bool((low > high + RESOLUTION_NS).any())  # no shift fits every bound: operations matched wrongly
-    if contradicted:
-        shift = np.zeros(len(clocks))
+    got = evidence.solve({clock_of[r] for r in moved})
+    shift = got["shift"] if not got["contradicted"] else np.zeros(len(clocks))
     rows = []
     for r, _ in ranks:
         c = clock_of[r]
-        rows.append((r, clocks[c], round(shift[c]), _finite(low[c]), _finite(high[c]),
-                     _finite(est[c]), int(evidence.collectives[c]), int(evidence.transfers[c])))
+        rows.append((r, clocks[c], round(shift[c]), _finite(got["low"][c]), _finite(got["high"][c]),
+                     _finite(got["estimate"][c]), int(evidence.collectives[c]), int(evidence.transfers[c])))
     wait = con.execute("SELECT median(wait_ns) FROM collective_arrivals WHERE NOT is_last").fetchone()[0]
-    return {"by": by, "applied": proven and not contradicted and any(row[2] for row in rows), "rows": rows,
-            "contradicted": contradicted, "wait_ns": None if wait is None else round(wait)}
+    return {"by": by, "applied": any(abs(row[2]) > RESOLUTION_NS for row in rows), "rows": rows,
+            "contradicted": got["contradicted"], "wait_ns": None if wait is None else round(wait)}
 
 
 def coarse(con, found: dict) -> dict | None:
     """Where the collectives as matched contradict every shift (matched wrongly: the process groups of gloo
     operations are inferred from their ends being together, which a clock's offset breaks), a first estimate that
-    needs no matching: the offset of each clock against the first rank's at which most of their ranks' blocking
-    operations end together (the densest ``tail_ns`` of the differences of their ends within ``reach_ns``), where
-    that peak is not chance (its count against a uniform spread of the differences, ``chance``: rules/thresholds.toml
-    [clocks]). ``found`` with
-    those shifts, or None where no clock has such a peak further from 0 than the tail."""
+    needs no matching: each clock placed against the clocks placed before it (the first rank's first), at the offset
+    at which most of their ranks' blocking operations end together (the densest ``tail_ns`` of the differences of
+    their ends within ``reach_ns``), where that peak is not chance (its count against a uniform spread of the
+    differences, ``chance``: rules/thresholds.toml [clocks]); the clock with the least likely peak first, a peak
+    within the tail of 0 placing it at 0 (one clock). ``found`` with those shifts, or None where none moves."""
     from scipy.special import pdtrc  # P(X >= k) of a Poisson count, as 1 - its CDF at k - 1
 
     from traceparse.thresholds import check_thresholds
@@ -127,32 +125,31 @@ def coarse(con, found: dict) -> dict | None:
             WHERE op IN {BLOCKING} AND e IS NOT NULL ORDER BY rank, e""").fetchall():
         ends.setdefault(r, []).append(e)
     clock = {row[0]: row[1] for row in found["rows"]}
-    first = found["rows"][0][1]
-    ref = np.concatenate([np.array(v[:ENDS], np.int64) for r, v in ends.items() if clock[r] == first] or
-                         [np.zeros(0, np.int64)])
-    ref.sort()
-    shift = {}
-    for name in sorted({c for c in clock.values() if c != first}):
-        diffs = []
-        for r, v in ends.items():
-            if clock[r] != name:
-                continue
-            own = np.array(v[:ENDS], np.int64)
-            lo, hi = np.searchsorted(ref, own - reach), np.searchsorted(ref, own + reach)
-            for e, a, b in zip(own, lo, hi, strict=True):
-                diffs.append(ref[a:b] - e)
-        d = np.sort(np.concatenate(diffs)) if diffs else np.zeros(0, np.int64)
+    own = {c: np.sort(np.concatenate([np.array(v[:ENDS], np.int64) for r, v in ends.items() if clock[r] == c]
+                                     or [np.zeros(0, np.int64)])) for c in set(clock.values())}
+    placed = {found["rows"][0][1]: 0}
+
+    def peak(c):
+        """(chance of its peak, offset) of clock c against the placed clocks' ends."""
+        ref = np.sort(np.concatenate([own[p] + placed[p] for p in placed]))
+        lo, hi = np.searchsorted(ref, own[c] - reach), np.searchsorted(ref, own[c] + reach)
+        d = np.sort(np.concatenate([ref[a:b] - e for e, a, b in zip(own[c], lo, hi, strict=True)] or
+                                   [np.zeros(0, np.int64)]))
         if len(d) < 2:
-            continue
+            return 1.0, 0
         inside = np.searchsorted(d, d + tail, side="right") - np.arange(len(d))
         at = int(inside.argmax())
-        expected = len(d) * tail / (2 * reach)
         offset = int(np.median(d[at:at + inside[at]]))
-        if pdtrc(int(inside[at]) - 1, expected) < chance and abs(offset) > tail:  # within the tail: one clock
-            shift[name] = offset
-    if not shift:
+        return float(pdtrc(int(inside[at]) - 1, len(d) * tail / (2 * reach))), 0 if abs(offset) <= tail else offset
+
+    while len(placed) < len(own):
+        p, offset, c = min((*peak(c), c) for c in sorted(own) if c not in placed)
+        if p >= chance:
+            break
+        placed[c] = offset
+    if not any(placed.values()):
         return None
-    rows = [(r, c, shift.get(c, 0), None, None, None, 0, 0) for r, c, *_ in found["rows"]]
+    rows = [(r, c, placed.get(c, 0), None, None, None, 0, 0) for r, c, *_ in found["rows"]]
     return {**found, "rows": rows, "applied": True, "contradicted": False}
 
 
@@ -206,11 +203,13 @@ class _Evidence:
         self._collectives(np.array(keys, np.int64), np.array(clock, np.int64), self._times(arrive), self._times(end))
         con.execute(_p2p_sql())
         pairs = con.execute("""
-            SELECT p.partner, coalesce(s.exec_ts_ns, s.host_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
+            SELECT p.partner, coalesce(s.host_ts_ns, s.exec_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
             FROM cp_p2p p
             JOIN comm_ops r ON r.rank = p.rank AND r.op_id = p.op_id AND r.op = 'recv'
             JOIN comm_ops s ON s.rank = p.partner AND s.op_id = p.partner_op
-            WHERE r.exec_dur_ns IS NOT NULL AND coalesce(s.exec_ts_ns, s.host_ts_ns) IS NOT NULL""").fetchall()
+            WHERE r.exec_dur_ns IS NOT NULL AND coalesce(s.host_ts_ns, s.exec_ts_ns) IS NOT NULL""").fetchall()
+        # a send began by its call at the latest: gloo's worker annotation of a small send can start after the data
+        # was received (a recv of pp4_1f1b_m4 completed 3.2 ms before its send's annotation began)
         pairs = [(clock_of[s], sent, clock_of[r], got) for s, sent, r, got in pairs if clock_of[s] != clock_of[r]]
         if not coll and pairs:
             self.base = min(p[1] for p in pairs)
@@ -244,70 +243,76 @@ class _Evidence:
         self.arrive, self.end_min, self.end_mean = last[keep], first_end[keep], mean_end[keep]
         self.collectives = np.bincount(self.h, minlength=self.n)
 
-    def bounds(self, shift) -> tuple:
-        """(low, high, estimate) of each clock's shift, the others' at ``shift``."""
-        low, high = np.full(self.n, -np.inf), np.full(self.n, np.inf)
-        est = np.full(self.n, np.nan)
+    def constraints(self):
+        """L[i, j]: the least ``shift_i - shift_j`` the traces allow (-inf: no bound): a member of clock i left a
+        collective no earlier than the last member of clock j arrived; a receive of clock i completed no earlier
+        than its send, of clock j, began."""
+        low = np.full((self.n, self.n), -np.inf)
+        np.fill_diagonal(low, 0.0)
         if len(self.c):
-            a, e, m = self.arrive + shift[self.h], self.end_min + shift[self.h], self.end_mean + shift[self.h]
-            others_last = _others(a, self.c, np.maximum, -np.inf)
-            others_first_end = _others(e, self.c, np.minimum, np.inf)
-            # its members' earliest end after the others' last arrival; its latest arrival before their first end
-            np.maximum.at(low, self.h, others_last - self.end_min)
-            np.minimum.at(high, self.h, others_first_end - self.arrive)
-            total, count = np.bincount(self.c, weights=m), np.bincount(self.c)
-            others_mean = (total[self.c] - m) / (count[self.c] - 1)
-            est = _medians(others_mean - self.end_mean, self.h, self.n)  # the shift that ends it with the others
-        if len(self.sent):  # a receive completes after its send began: the receiver's clock no earlier, the sender's
-            np.maximum.at(low, self.recv_clock, self.sent + shift[self.send_clock] - self.got)  # no later
-            np.minimum.at(high, self.send_clock, self.got + shift[self.recv_clock] - self.sent)
-        with np.errstate(invalid="ignore"):
-            middle = np.where(np.isfinite(low) & np.isfinite(high), (low + high) / 2,
-                              np.where(np.isfinite(low), low, np.where(np.isfinite(high), high, 0.0)))
-        est = np.where(np.isnan(est), middle, est)
-        return low, high, est
+            order = np.argsort(self.c, kind="stable")
+            bounds = np.flatnonzero(np.diff(self.c[order])) + 1
+            for rows in np.split(order, bounds):
+                h = self.h[rows]
+                got = self.arrive[rows][None, :] - self.end_min[rows][:, None]  # [i, j]: j's arrival - i's end
+                np.maximum.at(low, (np.repeat(h, len(h)), np.tile(h, len(h))), got.ravel())
+        np.maximum.at(low, (self.recv_clock, self.send_clock), self.sent - self.got)
+        return low
 
-    def solve(self):
-        """Every clock's shift, the first's 0: each at its estimate within its bounds (their middle where they
-        contradict each other), the others' as estimated, until none moves."""
-        shift = np.zeros(self.n)
-        for _ in range(ROUNDS):
-            low, high, est = self.bounds(shift)
-            new = np.where(low <= high, np.clip(est, low, high), (low + high) / 2)
-            new = np.where(np.isfinite(new), new, shift)
-            new[0] = 0.0
-            moved = np.abs(new - shift).max()
-            shift = new
-            if moved <= SETTLED_NS:
-                break
-        return np.round(shift)
+    def lag(self, k: int, shift, fixed) -> float:
+        """The shift that ends clock k's collectives with the members of ``fixed`` clocks (their ends moved by
+        ``shift``): the median over the collectives they share of their mean end less its own; NaN without one."""
+        if not len(self.c):
+            return np.nan
+        mine = self.h == k
+        theirs = fixed[self.h]
+        end = self.end_mean + shift[self.h]
+        total = np.bincount(self.c, weights=np.where(theirs, end, 0.0))
+        count = np.bincount(self.c, weights=theirs.astype(float))
+        shared = mine & (count[self.c] > 0)
+        return float(np.median(total[self.c[shared]] / count[self.c[shared]] - self.end_mean[shared])) \
+            if shared.any() else np.nan
+
+    def solve(self, moved=()) -> dict:
+        """Every clock's shift, the first's 0, by the bounds closed over every chain of them (a clock bounded against
+        another that is bounded against the first), the best bounded clock first, each fixed before the next is
+        looked at: a clock whose bounds hold where it stands (0) stays there unless ``moved`` already (nothing
+        proves it off: a rank of the first host, where each rank is a clock, is not moved by its collectives'
+        spread of ends); one they exclude at its estimate within them: the middle of its bounds (the least error
+        in the worst case; gloo's members leave a collective up to half a millisecond apart, which lining up their
+        ends would carry), else, bounded on one side, where its collectives end with the others' (``lag``), else
+        the bound it has. ``{shift, low, high, estimate, contradicted}``: per clock its bounds and estimate when
+        it was fixed; contradicted: the bounds contradict one another (operations matched wrongly)."""
+        d = _closed(self.constraints())
+        contradicted = bool((np.diag(d) > RESOLUTION_NS).any())
+        shift, low, high, est = (np.zeros(self.n) for _ in range(4))
+        fixed = np.zeros(self.n, bool)
+        fixed[0] = True
+        while not fixed.all():
+            lo, hi = d[:, 0], -d[0, :]
+            width = np.where(fixed, np.inf, np.where(np.isfinite(hi - lo), hi - lo, np.finfo(float).max))
+            k = int(width.argmin())
+            lag = self.lag(k, shift, fixed)
+            middle = (lo[k] + hi[k]) / 2 if np.isfinite(lo[k]) and np.isfinite(hi[k]) else \
+                lo[k] if np.isfinite(lo[k]) else hi[k] if np.isfinite(hi[k]) else 0.0
+            bounded = np.isfinite(lo[k]) and np.isfinite(hi[k])  # the middle: the least error the bounds allow
+            est[k] = middle if bounded or not np.isfinite(lag) else lag
+            low[k], high[k] = lo[k], hi[k]
+            off = k in moved or lo[k] > RESOLUTION_NS or hi[k] < -RESOLUTION_NS
+            v = float(np.clip(est[k], lo[k], hi[k])) if off and lo[k] <= hi[k] else middle if off else 0.0
+            shift[k], fixed[k] = round(v), True
+            d[k, 0], d[0, k] = max(d[k, 0], shift[k]), max(d[0, k], -shift[k])
+            for via in (k, 0):  # the new bounds, closed again through the clocks they name
+                d = np.maximum(d, d[:, via:via + 1] + d[via:via + 1, :])
+        return {"shift": shift, "low": low, "high": high, "estimate": est, "contradicted": contradicted}
 
 
-def _medians(v, group, n: int):
-    """The median of ``v`` per group (NaN for a group without rows), as numpy.median computes each."""
-    order = np.lexsort((v, group))
-    count = np.bincount(group, minlength=n)
-    first = np.concatenate(([0], np.cumsum(count)[:-1]))
-    out = np.full(n, np.nan)
-    has = count > 0
-    lo, hi = first[has] + (count[has] - 1) // 2, first[has] + count[has] // 2
-    out[has] = (v[order][lo] + v[order][hi]) / 2
-    return out
-
-
-def _others(v, group, reduce, empty):
-    """Per row, ``reduce`` of ``v`` over the other rows of its group (the group's best, else its second best)."""
-    n = group.max() + 1
-    best = np.full(n, empty)
-    reduce.at(best, group, v)
-    is_best = v == best[group]
-    first = np.zeros(len(v), bool)  # the first row at the group's best stands for it; a tie leaves the best to others
-    order = np.flatnonzero(is_best)
-    _, at = np.unique(group[order], return_index=True)
-    first[order[at]] = True
-    second = np.full(n, empty)
-    reduce.at(second, group[~first], v[~first])
-    return np.where(first, second[group], best[group])
+def _closed(low):
+    """The tightest bounds every chain of ``low``'s gives (the longest paths: Floyd and Warshall's, in max-plus)."""
+    d = low.copy()
+    for k in range(len(d)):
+        d = np.maximum(d, d[:, k:k + 1] + d[k:k + 1, :])
+    return d
 
 
 def _p2p_sql() -> str:

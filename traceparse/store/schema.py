@@ -146,10 +146,11 @@ TABLES = {
             ("clock", "VARCHAR", "the clock it shares: 'host <name>', else 'rank <n>'"),
             ("shift_ns", "BIGINT", "nanoseconds its times were moved by (ranks.clock_shift_ns; 0 when the traces are "
              "consistent with one clock)"),
-            ("low_ns", "BIGINT", "the least shift the traces allow, the others' as estimated (NULL: unbounded)"),
+            ("low_ns", "BIGINT", "the least shift the traces allow, the clocks placed before it as placed (NULL: "
+             "unbounded)"),
             ("high_ns", "BIGINT", "the greatest shift the traces allow (NULL: unbounded)"),
-            ("estimate_ns", "BIGINT", "the shift that lines up the ends of its collectives with the other members' "
-             "(the middle of low_ns and high_ns without collectives), within the bounds"),
+            ("estimate_ns", "BIGINT", "its estimate: the middle of low_ns and high_ns (bounded on one side only: "
+             "where its collectives end with the other members')"),
             ("collectives", "BIGINT", "collectives of its clock with members on another clock"),
             ("transfers", "BIGINT", "point-to-point transfers to or from another clock"),
         ],
