@@ -28,23 +28,22 @@ VERSION = 1
 _US = "(({}::DECIMAL(38,0)) * 0.001::DECIMAL(4,3))::DECIMAL(38,3)"  # ns -> us, exactly (DuckDB writes it as is)
 
 
+# the args an event is written with (those traceparse reads: ingest/model.py), by key: the column it is read from
+RAW = (("External id", "e.external_id"), ("correlation", "e.correlation"), ("stream", "e.stream"),
+       ("device", "e.device"), ("Input Dims", "o.input_dims"), ("Input type", "o.input_types"),
+       ("Concrete Inputs", "o.concrete_inputs"), ("In msg nelems", "c.in_nelems"), ("Out msg nelems", "c.out_nelems"),
+       ("Group size", "c.group_size"), ("Seq", "c.seq"), ("Global rank start", "c.rank_start"),
+       ("Global rank stride", "c.rank_stride"), ("original pid", "e.pid"), ("original tid", "e.tid"))  # as JSON text
+STRINGS = (("Collective name", "c.coll_name"), ("dtype", "c.dtype"), ("In split size", "c.in_split"),
+           ("Out split size", "c.out_split"), ("Process Group Name", "c.pg_name"),
+           ("Process Group Description", "c.pg_desc"), ("Process Group Ranks", "c.pg_ranks"))  # as JSON strings
+
+
 def _args_sql() -> str:
     """The args of an event as JSON text, only those it has (a null would read back as a value)."""
-    parts = [("External id", "e.external_id", False), ("correlation", "e.correlation", False),
-             ("stream", "e.stream", False), ("device", "e.device", False),
-             ("Input Dims", "o.input_dims", True), ("Input type", "o.input_types", True),
-             ("Concrete Inputs", "o.concrete_inputs", True),
-             ("Collective name", "c.coll_name", "s"), ("In msg nelems", "c.in_nelems", False),
-             ("Out msg nelems", "c.out_nelems", False), ("Group size", "c.group_size", False),
-             ("dtype", "c.dtype", "s"), ("In split size", "c.in_split", "s"), ("Out split size", "c.out_split", "s"),
-             ("Process Group Name", "c.pg_name", "s"), ("Process Group Description", "c.pg_desc", "s"),
-             ("Process Group Ranks", "c.pg_ranks", "s"), ("Seq", "c.seq", False),
-             ("Global rank start", "c.rank_start", False), ("Global rank stride", "c.rank_stride", False),
-             ("original pid", "e.pid", False), ("original tid", "e.tid", False)]
-    items = []
-    for key, col, kind in parts:
-        value = f"to_json({col})" if kind == "s" else f"{col}::VARCHAR"  # a string, raw JSON text (True), a number
-        items.append(f"CASE WHEN {col} IS NOT NULL THEN '\"{key}\":' || {value} END")
+    items = [f"CASE WHEN {col} IS NOT NULL THEN '\"{key}\":' || {value} END"
+             for pairs, cast in ((RAW, "{}::VARCHAR"), (STRINGS, "to_json({})"))
+             for key, col in pairs for value in [cast.format(col)]]
     return "('{' || concat_ws(',', " + ", ".join(items) + ") || '}')::JSON"
 
 
@@ -65,7 +64,7 @@ def export_job(con, doc: dict, out: Path, ranks=None, steps=None) -> dict:
         part = tmp / "events.json"
         con.execute("CREATE OR REPLACE TEMP TABLE export_spans (rank INTEGER, s BIGINT, e BIGINT)")
         con.executemany("INSERT INTO export_spans VALUES (?, ?, ?)", [(r, *w) for r, w in windows.items()])
-        con.execute(f"""
+        n = con.execute(f"""
             COPY (SELECT 'X' AS ph, e.cat, e.name, e.rank AS pid,
                          CASE WHEN device_event(e.cat) AND e.stream IS NOT NULL THEN {STREAM_TID} + e.stream
                               ELSE e.tid END AS tid,
@@ -74,10 +73,7 @@ def export_job(con, doc: dict, out: Path, ranks=None, steps=None) -> dict:
                   LEFT JOIN op_args o ON o.rank = e.rank AND o.ev_id = e.ev_id
                   LEFT JOIN comm_args c ON c.rank = e.rank AND c.ev_id = e.ev_id AND c.source = 'args'
                   WHERE w.s IS NULL OR (e.ts_ns + coalesce(e.dur_ns, 0) >= w.s AND e.ts_ns <= w.e)
-                  ORDER BY e.rank, e.ev_id) TO '{_quoted(part)}' (FORMAT json)""")
-        n = con.execute("SELECT count(*) FROM events e JOIN export_spans w ON w.rank = e.rank "
-                        "WHERE w.s IS NULL OR (e.ts_ns + coalesce(e.dur_ns, 0) >= w.s AND e.ts_ns <= w.e)"
-                        ).fetchone()[0]
+                  ORDER BY e.rank, e.ev_id) TO '{_quoted(part)}' (FORMAT json)""").fetchone()[0]  # rows written
         own = [*_names(con, keep), *_memory(con, windows), *_flows(con, keep, windows),
                *_path(doc, keep, steps)]
         _write(out, _header(con, keep, doc), part, own)
