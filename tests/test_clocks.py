@@ -134,3 +134,14 @@ def test_every_moment_of_a_rank_table_moves_with_its_clock():
     for table in VIEWS + COPIED:
         found = {c for c in columns(table) if c.endswith(moments)}
         assert found == set(MOMENTS.get(table, ())), table
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["ring_cp4", "ulysses4", "ep4", "dp4_ep2", "dp2_pp2_tp2", "pp4_zbv_m8", "hsdp_r2_s2",
+                                 "fsdp2_zero3_dp4", "straggler_ddp4", "tp4"])
+def test_ranks_of_one_host_that_name_none_move_nothing(run, tmp_path):
+    """Each rank a clock (no host named), all on one machine: the traces are consistent with one clock, nothing
+    moves and nothing is contradicted (every bundled run so checked, docs/loading.md; these ten in the suite)."""
+    clock = analyzed(moved_copy(run, set(), 0, tmp_path / "copy", hosts=False))["run"]["clock"]
+    assert clock["by"] == "rank" and not clock["applied"]
+    assert all(c["shift_ns"] == 0 and c["low_ns"] <= 0 <= c["high_ns"] for c in clock["clocks"]), clock
