@@ -22,6 +22,7 @@ import msgspec
 
 from traceparse.errors import TraceError
 from traceparse.ingest.job_file import KEY, OWN, PATH_PID, STREAM_TID
+from traceparse.store.query import rows
 
 VERSION = 1
 
@@ -74,9 +75,11 @@ def export_job(con, doc: dict, out: Path, ranks=None, steps=None) -> dict:
                   LEFT JOIN comm_args c ON c.rank = e.rank AND c.ev_id = e.ev_id AND c.source = 'args'
                   WHERE w.s IS NULL OR (e.ts_ns + coalesce(e.dur_ns, 0) >= w.s AND e.ts_ns <= w.e)
                   ORDER BY e.rank, e.ev_id) TO '{_quoted(part)}' (FORMAT json)""").fetchone()[0]  # rows written
-        own = [*_names(con, keep), *_memory(con, windows), *_flows(con, keep, windows),
+        cpu_pid = dict(con.execute("SELECT rank, mode(pid) FROM events WHERE NOT device_event(cat) "
+                                   "GROUP BY rank").fetchall())  # the process of each rank's CPU events
+        own = [*_names(con, keep), *_memory(con, windows, cpu_pid), *_flows(con, keep, windows),
                *_path(doc, keep, steps)]
-        _write(out, _header(con, keep, doc), part, own)
+        _write(out, _header(con, keep, doc, cpu_pid), part, own)
     finally:
         for p in tmp.iterdir():
             p.unlink()
@@ -104,15 +107,13 @@ def _windows(con, keep: list, steps) -> dict:
     return {r: got[r] for r in keep if r in got}
 
 
-def _header(con, keep: list, doc: dict) -> dict:
+def _header(con, keep: list, doc: dict, cpu_pid: dict) -> dict:
     """The export's own header: per rank what its trace's header said (to read it back) and the run's clock."""
-    ranks = {r["rank"]: r for r in _rows(con, "SELECT * FROM ranks ORDER BY rank")}
+    ranks = {r["rank"]: r for r in rows(con, "SELECT * FROM ranks ORDER BY rank")}
     groups = {}
-    for g in _rows(con, "SELECT rank, pg_name, pg_desc, backend_config, pg_size, ranks FROM process_groups"):
+    for g in rows(con, "SELECT rank, pg_name, pg_desc, backend_config, pg_size, ranks FROM process_groups"):
         groups.setdefault(g.pop("rank"), []).append(g)
     plugin = dict(con.execute("SELECT rank, metadata FROM plugin_metadata").fetchall())
-    cpu_pid = dict(con.execute("SELECT rank, mode(pid) FROM events WHERE NOT device_event(cat) "
-                               "GROUP BY rank").fetchall())
     per_rank = []
     for r in keep:
         x = ranks[r]
@@ -125,12 +126,6 @@ def _header(con, keep: list, doc: dict) -> dict:
             "schemaVersion": 1, "displayTimeUnit": "ms"}
 
 
-def _rows(con, sql, params=None) -> list[dict]:
-    from traceparse.store.query import rows
-
-    return rows(con, sql, params)
-
-
 def _us(ns: int) -> msgspec.Raw:
     """Nanoseconds as microseconds, exactly, as a JSON number (a float64 cannot hold them)."""
     text = f"{ns // 1000}.{ns % 1000:03d}" if ns >= 0 else f"-{-ns // 1000}.{-ns % 1000:03d}"
@@ -141,7 +136,7 @@ def _names(con, keep: list) -> list[dict]:
     """The ranks' own metadata events (their thread names), then each rank's process and stream names."""
     hosts = dict(con.execute("SELECT rank, host FROM ranks").fetchall())
     out = []
-    for t in _rows(con, "SELECT * FROM threads WHERE list_contains(?, rank) ORDER BY rank, kind, pid, tid", [keep]):
+    for t in rows(con, "SELECT * FROM threads WHERE list_contains(?, rank) ORDER BY rank, kind, pid, tid", [keep]):
         out.append({"ph": "M", "name": t["kind"], "pid": t["rank"], "tid": t["tid"] if t["tid"] is not None else 0,
                     "args": {"name" if t["kind"] != "process_labels" else "labels": t["label"],
                                             "original pid": t["pid"]}})
@@ -158,10 +153,10 @@ def _names(con, keep: list) -> list[dict]:
     return out
 
 
-def _memory(con, windows: dict) -> list[dict]:
+def _memory(con, windows: dict, cpu_pid: dict) -> list[dict]:
+    """The ranks' memory events in their kept spans, on their CPU process (``cpu_pid``)."""
     out = []
-    for m in _rows(con, "SELECT m.*, (SELECT mode(pid) FROM events e WHERE e.rank = m.rank) AS pid FROM memory m "
-                        "WHERE list_contains(?, rank) ORDER BY rank, ts_ns", [list(windows)]):
+    for m in rows(con, "SELECT * FROM memory WHERE list_contains(?, rank) ORDER BY rank, ts_ns", [list(windows)]):
         s, e = windows[m["rank"]]
         if s is not None and not s <= m["ts_ns"] <= e:
             continue
@@ -169,14 +164,14 @@ def _memory(con, windows: dict) -> list[dict]:
                                      ("Total Allocated", "total_allocated"), ("Total Reserved", "total_reserved"))
                 if m[c] is not None}
         out.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": m["rank"], "tid": 0,
-                    "ts": _us(m["ts_ns"]), "args": {**args, "original pid": m["pid"]}})
+                    "ts": _us(m["ts_ns"]), "args": {**args, "original pid": cpu_pid.get(m["rank"])}})
     return out
 
 
 def _flows(con, keep: list, windows: dict) -> list[dict]:
     """Each matched collective of the kept ranks: a flow from its last member's arrival to each other member's
     execution, where its last member released it."""
-    found = _rows(con, """
+    found = rows(con, """
         SELECT a.match_key, a.rank, a.op, a.basis, a.arrival_ns, a.last_arrival_ns, a.is_last, c.tid,
                c.exec_stream, c.exec_ts_ns, c.exec_dur_ns, c.host_ts_ns, c.host_dur_ns,
                EXISTS (SELECT 1 FROM comm_intervals i WHERE i.rank = a.rank AND i.op_id = a.op_id AND i.part = 'exec'

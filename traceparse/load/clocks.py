@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceparse.store.query import sql_file
+
 # collectives where every member needs every other member's data: none can leave before the last arrives
 BLOCKING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
 RESOLUTION_NS = 1_000  # Kineto writes microseconds: a bound broken by less than this is no evidence
@@ -166,8 +168,7 @@ def issues(found: dict) -> list[tuple]:
     for (clock, shift, low, high, coll, xfer), ranks in by_clock.items():
         if not shift:
             continue
-        bounds = f"{duration(low, sign=True) if low is not None else 'unbounded'} to " \
-                 f"{duration(high, sign=True) if high is not None else 'unbounded'}"
+        bounds = " to ".join("unbounded" if b is None else duration(b, sign=True) for b in (low, high))
         material = wait is not None and abs(shift) >= wait
         out.append((None, "warning" if material else "info",
                     f"clock of {clock} (rank {first_of(ranks)}) differs from the first rank's: its times moved by "
@@ -201,7 +202,7 @@ class _Evidence:
             end.append(e)
         self.base = min(arrive, default=0)  # times less this one: exact in float64 (below 2^53 ns, 104 days)
         self._collectives(np.array(keys, np.int64), np.array(clock, np.int64), self._times(arrive), self._times(end))
-        con.execute(_p2p_sql())
+        con.execute(sql_file("traceparse.vocabulary", "p2p_pairs.sql"))
         pairs = con.execute("""
             SELECT p.partner, coalesce(s.host_ts_ns, s.exec_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
             FROM cp_p2p p
@@ -293,9 +294,9 @@ class _Evidence:
             width = np.where(fixed, np.inf, np.where(np.isfinite(hi - lo), hi - lo, np.finfo(float).max))
             k = int(width.argmin())
             lag = self.lag(k, shift, fixed)
-            middle = (lo[k] + hi[k]) / 2 if np.isfinite(lo[k]) and np.isfinite(hi[k]) else \
-                lo[k] if np.isfinite(lo[k]) else hi[k] if np.isfinite(hi[k]) else 0.0
             bounded = np.isfinite(lo[k]) and np.isfinite(hi[k])  # the middle: the least error the bounds allow
+            middle = (lo[k] + hi[k]) / 2 if bounded else lo[k] if np.isfinite(lo[k]) else \
+                hi[k] if np.isfinite(hi[k]) else 0.0
             est[k] = middle if bounded or not np.isfinite(lag) else lag
             low[k], high[k] = lo[k], hi[k]
             off = k in moved or lo[k] > RESOLUTION_NS or hi[k] < -RESOLUTION_NS
@@ -313,9 +314,3 @@ def _closed(low):
     for k in range(len(d)):
         d = np.maximum(d, d[:, k:k + 1] + d[k:k + 1, :])
     return d
-
-
-def _p2p_sql() -> str:
-    from traceparse.store.query import sql_file
-
-    return sql_file("traceparse.vocabulary", "p2p_pairs.sql")
