@@ -251,7 +251,7 @@ def test_bad_input_exits_2(tmp_path):
 
 KINDS = {"step_time.mean": ("step_time", "ns", "lower"), "exposed_comm.dp": ("exposed_comm", "ns", "lower"),
          "overlap.dp": ("overlap", "fraction", "higher"), "imbalance.straggler": ("imbalance", "rank", None),
-         "layout.dp": ("layout", "", None)}
+         "layout.dp": ("layout", "", None), "cost.cause": ("cost", "fraction", "lower")}
 
 
 def metrics(**values) -> dict:
@@ -319,6 +319,19 @@ def test_straggler_rules():
     doc = compare_metrics(two, none, t)
     assert doc["verdict"] == "ok" and "no longer a straggler" in by_id(doc)["imbalance.straggler"]["note"]
     assert compare_metrics(two, two, t)["verdict"] == "ok"
+
+
+def test_a_straggler_is_gated_by_what_its_cause_costs():
+    """The others wait for a rank whose own work, stall or input costs nothing graded (a balanced job on a busy host:
+    the same ops slower on one rank): reported with the cost it has, not gated. Costing the cost threshold, it gates."""
+    t = load_thresholds()
+    share = t.limits["cost"].value
+    base = metrics(cost__cause=0.0)
+    doc = compare_metrics(base, metrics(imbalance__straggler=1, cost__cause=share / 2), t)
+    assert doc["verdict"] == "ok"
+    assert by_id(doc)["imbalance.straggler"]["note"].startswith("rank 1 became a straggler; reported, not gated")
+    doc = compare_metrics(base, metrics(imbalance__straggler=1, cost__cause=2 * share), t)
+    assert {r["id"] for r in doc["regressions"]} == {"imbalance.straggler", "cost.cause"}
 
 
 def test_metric_of_one_run_only_and_layout_change_are_not_regressions():

@@ -423,8 +423,10 @@ METRICS = {
         "Straggler rank: imbalance.straggler",
         "imbalance.straggler_rank, the rank the others wait for at their collectives, only when named: material "
         "and conclusive (traceparse explain imbalance); absent when the verdict is not conclusive, none or unknown",
-        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression; "
-        "since only a conclusive straggler is a metric, a pattern that is not conclusive in NEW never gates",
+        "a rank, not a size: traceparse compare reports a straggler that appears or changes rank as a regression "
+        "when NEW's cost.cause (its own work, stall or input) reaches the cost threshold, else as reported only (its "
+        "host's slowness); since only a conclusive straggler is a metric, a pattern that is not conclusive in NEW "
+        "never gates",
     ),
     "per_microbatch": (
         "Per micro-batch: <id>_per_microbatch",
@@ -473,7 +475,8 @@ METRICS = {
         "per-micro-batch id takes its per-step id's), overridden by --threshold KEY=VALUE (an override of a group "
         "replaces its ids' defaults too); exposed communication "
         "under the [floor] fraction of the new run's mean step time is not gated; layout never regresses by size; "
-        "imbalance.straggler regresses when a straggler appears or the straggler rank changes. Against the "
+        "imbalance.straggler regresses when a straggler appears or the straggler rank changes and NEW's cost.cause "
+        "reaches the cost threshold. Against the "
         "measured variation: a metric both runs give per profiled step (step_time.mean: the step's mean window "
         "over the ranks; step_time.p95: the step's slowest window; exposed_comm, bubble, overlap, "
         "imbalance.max_over_mean and cost per step) regresses only when, beyond its threshold, the change is also larger "

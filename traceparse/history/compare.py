@@ -222,7 +222,7 @@ def _row(m: Metric, b: Metric | None, n: Metric | None, thresholds: Thresholds, 
            "delta": None, "relative": None, "threshold": limit.text if limit else None,
            "threshold_key": limit.key if limit else None, "p": None, "regressed": False, "note": ""}
     if m.id == STRAGGLER:
-        row["regressed"], row["note"] = _straggler(row["base"], row["new"])
+        row["regressed"], row["note"] = _straggler(row["base"], row["new"], _graded(new, thresholds))
         return row
     if b is None or n is None:
         row["note"] = f"only in the {'new' if b is None else 'base'} run"
@@ -323,12 +323,25 @@ def _below_floor(m: Metric, value: float, thresholds: Thresholds, new: dict, per
     return floor is not None and _numeric(step) and value < floor * step
 
 
-def _straggler(base, new) -> tuple[bool, str]:
-    """A straggler appearing, or a different straggler rank, regresses; one going away is better."""
+def _graded(new: dict, thresholds: Thresholds) -> str | None:
+    """Why a straggler of the NEW run is not gated: its graded cost (``cost.cause``: the named rank's own work, a
+    stall or its input, by replay) is under the cost threshold, so the others wait for its host's slowness (the same
+    ops slower, which a busy host does to any rank) or for less than a cause costs; None when it is gated (or the
+    run predates the cost)."""
+    cause = new.get("cost.cause")
+    limit = thresholds.limit(cause) if cause is not None else None
+    if cause is None or not _numeric(cause.value) or limit is None or limit.relative or cause.value > limit.value:
+        return None
+    return (f"reported, not gated: what it costs as its own work, a stall or its input (cost.cause) is "
+            f"{cause.value:.1%} of the step, within the {limit.text} threshold")
+
+
+def _straggler(base, new, ungraded: str | None = None) -> tuple[bool, str]:
+    """A straggler appearing, or a different straggler rank, regresses unless ``ungraded`` says why its cost does
+    not (_graded); one going away is better."""
     if new is None:
         return False, "" if base is None else f"better: rank {base} is no longer a straggler"
-    if base is None:
-        return True, f"rank {new} became a straggler"
-    if base != new:
-        return True, f"rank {new} became the straggler (was rank {base})"
-    return False, f"rank {new} is still the straggler"
+    if base == new:
+        return False, f"rank {new} is still the straggler"
+    note = f"rank {new} became a straggler" if base is None else f"rank {new} became the straggler (was rank {base})"
+    return (False, f"{note}; {ungraded}") if ungraded else (True, note)
