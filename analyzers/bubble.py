@@ -12,6 +12,7 @@ import bisect
 import statistics
 from collections import defaultdict
 
+from traceparse.thresholds import check_thresholds
 from traceparse.units import ms
 from traceparse.vocabulary import compute, savings
 from traceparse.vocabulary.placement import placement
@@ -73,7 +74,7 @@ SPEC = Spec(
     ),
 )
 
-SMALL_RUN = 0.10  # compute runs shorter than this share of the upper quartile of their kind are not actions
+SMALL_RUN = check_thresholds()["bubble"]["action_min_share"]  # shorter compute runs are not actions (thresholds.toml)
 
 
 def _status(limits, excess, cost, cannot) -> str:

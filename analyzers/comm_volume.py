@@ -72,8 +72,9 @@ def inputs(ctx, shape, deg):
     return out
 
 
-def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
-    """One clause: the likely reason measured and expected differ, from the per-op and per-phase volumes."""
+def cause(strategy, variant, x, rows, phases, measured, exp, per_rs, limits):
+    """One clause: the likely reason measured and expected differ, from the per-op and per-phase volumes (``limits``:
+    the check's thresholds, which name the causes' cut-offs)."""
     v = {k: f["value"] for k, f in x.items()}
     # operations whose sizes are all unknown are left out (never counted as 0 bytes)
     vol = {r["op"]: r["volume_bytes"] / per_rs for r in rows if r["volume_bytes"] is not None}
@@ -88,9 +89,10 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
         if variant == "zero3" and "all_gather" in vol:
             fw = ph.get(("all_gather", "forward"), 0) / u
             bw = (vol["all_gather"] / u) - fw
+            fewer, twice = limits["zero3_fewer_in_backward"], limits["zero3_more_than_twice"]
             why = ("some units are not re-gathered in backward (reshard_after_forward=False, e.g. FSDP2's root module)"
-                   if bw < fw * 0.95 else "parameters are gathered more than twice per step (e.g. the root module "
-                   "re-gathered in backward, or no reuse of prefetched units)" if bw + fw > 2.05 * (v["microbatches"] or 1)
+                   if bw < fw * fewer else "parameters are gathered more than twice per step (e.g. the root module "
+                   "re-gathered in backward, or no reuse of prefetched units)" if bw + fw > twice * (v["microbatches"] or 1)
                    else "the gradient reduce-scatters differ from delta Phi per micro-batch")
             return f"{by_op} (all-gather forward {fw:.2f}, later {bw:.2f}; the notes: 1 + 1): {why}"
         more = "more collectives than one sync per step (gradient accumulation without no_sync, repeated syncs)"
@@ -120,7 +122,7 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs):
             nf = sum(b for (op, p), b in ph.items() if p == "forward") / (full * per)
             nb = sum(b for (op, p), b in ph.items() if p != "forward") / (full * per)
             why = (": backward sends only dK, dV (K, V kept from forward, not re-circulated); the notes count K, V again "
-                   "in backward (2 + 4)" if nb < 1.5 * nf else "")
+                   "in backward (2 + 4)" if nb < limits["cp_backward_over_forward"] * nf else "")
             return f"{ops}; sent per layer per micro-batch in delta b S H, forward {nf:.2f}, backward {nb:.2f}{why}"
         return f"{ops}; {sum(cnt.values()) / per:.2f} operations per layer per micro-batch"
     if strategy == "pp" and v["bSH"]:
@@ -188,7 +190,8 @@ def run(ctx):
             doc["status"] = grade(abs(ratio - 1), ctx.limits["warn_tolerance"], ctx.limits["fail_tolerance"])
             statuses.append(doc["status"])
             if doc["status"] != "ok":
-                why = cause(strategy, variant, x, mine, [p for p in phases if p["strategy"] == strategy], measured, exp, per_rs)
+                why = cause(strategy, variant, x, mine, [p for p in phases if p["strategy"] == strategy], measured,
+                            exp, per_rs, ctx.limits)
                 partial = f" (measured leaves out {unsized} operations without a size)" if unsized else ""
                 findings.append(f"{strategy} ({variant}): {VOLUME} {_size(measured)} per rank per step{partial}, "
                                 f"expected {_size(exp)} ({formula.split(' (docs/parallelism.md')[0]}), {ratio:.2f}x: "

@@ -315,7 +315,7 @@ def test_cause_leaves_out_operations_without_size():
     values = {"delta": 2, "Phi_dp": 100, "microbatches": 1, "pp": 2, "virtual_stages": 1, "bSH": 10, "delta_pp": 2}
     x_ = {k: {"value": v, "source": "stated"} for k, v in values.items()}
     rows = [{"op": "all_reduce", "volume_bytes": 400, "count": 1}, {"op": "broadcast", "volume_bytes": None, "count": 2}]
-    why = comm_volume.cause("dp", "zero0", x_, rows, [], 400, 400, 1)
+    why = comm_volume.cause("dp", "zero0", x_, rows, [], 400, 400, 1, thresholds()["comm_volume"])
     assert "all_reduce 2.00" in why and "broadcast" not in why
     sends = [{"op": "send", "volume_bytes": None, "count": 2}]
-    assert "? each" in comm_volume.cause("pp", "p2p", x_, sends, [], None, 40, 1)
+    assert "? each" in comm_volume.cause("pp", "p2p", x_, sends, [], None, 40, 1, thresholds()["comm_volume"])

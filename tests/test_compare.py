@@ -415,3 +415,18 @@ def test_fewer_microbatches_grow_the_schedules_bubble(db):
     rows = by_id(doc)
     assert rows["bubble"]["regressed"] and code == 1
     assert rows["bubble.unpriced"]["new"] - rows["bubble.unpriced"]["base"] > load_thresholds().limits["bubble"].value
+
+
+def test_defaults_derived_from_the_checks_thresholds_follow_them():
+    """rules/compare_thresholds.toml names the checks' thresholds it derives from: they cannot drift apart."""
+    from traceparse.history.compare import _derived
+    from traceparse.thresholds import check_thresholds
+
+    checks, t = check_thresholds(), load_thresholds()
+    assert t.limits["cost"].value == checks["imbalance"]["warn_straggler_share"] == checks["overlap"]["warn_saving_share"]
+    assert t.limits["imbalance"].value == pytest.approx(checks["imbalance"]["warn_max_over_mean"] - 1)
+    assert t.limits["bubble"].value == pytest.approx(checks["bubble"]["warn_excess"] / 2)
+    assert not t.limits["cost"].relative
+    for bad in ({"from": "imbalance.nothing"}, {"from": "imbalance.warn_straggler_share", "plus": 1}):
+        with pytest.raises(TraceError, match="a derived threshold is"):
+            _derived("cost", bad, "rules/compare_thresholds.toml")

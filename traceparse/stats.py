@@ -17,7 +17,9 @@ import math
 import statistics
 from collections import Counter
 
-ALPHA = 0.01  # a pattern is conclusive when chance gives it at most this often (after the correction)
+from traceparse.thresholds import check_thresholds
+
+ALPHA = check_thresholds()["stats"]["alpha"]  # conclusive when chance gives it at most this often (rules/thresholds.toml)
 
 
 def _t_sf(t: float, df: float) -> float:

@@ -22,6 +22,7 @@ from importlib.resources import files
 
 from traceparse import stats
 from traceparse.errors import TraceError
+from traceparse.thresholds import check_thresholds
 from traceparse.units import in_unit
 from traceparse.load.run_identity import rank_list
 from traceparse.axes import AXES as DEGREES
@@ -95,11 +96,25 @@ def parse_limit(key: str, value, where: str) -> Limit:
     return Limit(key, text, relative, number / 100 if relative else number)
 
 
+def _derived(key: str, value, where: str):
+    """A default given as ``{from = "<check>.<name>", less = x, times = y}``: the checks' threshold of that name
+    (rules/thresholds.toml), less ``less``, times ``times`` (both optional), so the two files cannot drift apart;
+    any other value as it is."""
+    if not isinstance(value, dict):
+        return value
+    table, _, name = str(value.get("from", "")).partition(".")
+    source = check_thresholds().get(table, {}).get(name)
+    if not isinstance(source, int | float) or set(value) - {"from", "less", "times"}:
+        raise TraceError(where, f"{key}={value}: a derived threshold is {{from = \"<check>.<name>\", less = x, "
+                         "times = y}, <check>.<name> a number of rules/thresholds.toml")
+    return round((source - value.get("less", 0)) * value.get("times", 1), 12)
+
+
 def load_thresholds(overrides=()) -> Thresholds:
     """The defaults of rules/compare_thresholds.toml with ``overrides`` ("KEY=VALUE", group or id) applied."""
     data = tomllib.loads(files("traceparse.rules").joinpath(THRESHOLDS_FILE).read_text())
     where = f"rules/{THRESHOLDS_FILE}"
-    defaults = {k: parse_limit(k, v, where) for k, v in data.get("threshold", {}).items()}
+    defaults = {k: parse_limit(k, _derived(k, v, where), where) for k, v in data.get("threshold", {}).items()}
     given = {}
     for item in overrides:
         key, sep, value = item.partition("=")

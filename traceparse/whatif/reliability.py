@@ -11,8 +11,9 @@ state, or the run to profile.
 """
 
 from traceparse.axes import MODEL_AXES
+from traceparse.thresholds import check_thresholds
 
-RELIABLE = 0.15  # |step-time error| within which a kind is reliable: the bound of tests/test_whatif.py
+RELIABLE = check_thresholds()["whatif"]["reliable_error"]  # |step-time error| of a reliable kind (thresholds.toml)
 SOURCE = "python bench/whatif_pairs.py; docs/whatif.md, Validated on the fixture runs"
 
 # kind: (what the forecast changes against the measured run, [(validation pair, step-time error: forecast /
