@@ -5,7 +5,7 @@ reconstructed order of forward/backward work replayed with equal costs (simulate
 (measured). The reconstruction reads schedule annotations when the trace has them (`PP:<stage><F|B|I|W><mb>`
 and `PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B` of torch's multi-stage schedules, zero-bubble ones included,
 `Forward i` / `Backward i` of GPipe), else cuts the main thread's compute into forward blocks (ops outside
-autograd) and backward blocks (`autograd::engine::*`) at the pp send/recv calls.
+autograd) and backward blocks (autograd frames: `is_autograd_frame`, store/macros.sql) at the pp send/recv calls.
 """
 
 import bisect
@@ -54,9 +54,9 @@ SPEC = Spec(
         "reconstruction; any time without compute counts as bubble, also Python overhead between ops and "
         "non-pp communication on the main thread (TP all-reduces, DP gradient sync), so the measured bubble "
         "bounds the schedule's from above; on CPU, compute is the main thread's ops (the fixtures run with "
-        "torch.set_num_threads(1)). Compute blocks without annotations (backward = autograd::engine ops on "
+        "torch.set_num_threads(1)). Compute blocks without annotations (backward = autograd frames, is_autograd_frame, on "
         "the main thread, as on CPU; on GPU, where autograd runs on its own thread, only annotations work): "
-        "what precedes the first forward run and follows the last backward run (loss sums, gradient scaling) and runs shorter than 10% of the upper quartile of their kind (a detach, a tensor_split) are not actions. "
+        "what precedes the first forward run and follows the last backward run (loss sums, gradient scaling) and runs shorter than [bubble] action_min_share (10%) of the upper quartile of their kind (a detach, a tensor_split) are not actions. "
         "Zero-bubble schedules (docs/parallelism.md 3.2, last row of the table: backward split into input-grad and "
         "weight-grad, W fills the bubbles, ~0 in the ideal): expected = 0 for interleaved zero bubble and ZB-V; "
         "the notes name no DualPipeV, so its expected is the replay of its reconstructed order (simulated, F = B). "
@@ -142,7 +142,7 @@ def _blocks(tops, opts, position):
     for t in tops:
         if any(o["s"] <= t["s"] and t["e"] <= o["e"] for o in opts):
             continue  # optimizer
-        kind = "C" if t["pp"] else None if t["comm"] else "B" if t["name"].startswith("autograd::") else "F"
+        kind = "C" if t["pp"] else None if t["comm"] else "B" if t["backward"] else "F"
         if kind is None:
             continue  # other communication does not end a block
         if runs and runs[-1][0] == kind and kind != "C":

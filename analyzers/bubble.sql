@@ -5,7 +5,8 @@
 --                pp = a pp-tagged operation's call (comm_intervals) starts inside it
 --   grp 'mark' : the main thread's schedule annotations (the vocabulary's pipeline_marks, parsed there):
 --                the F, B, I, W actions and fused pairs, with stage, action, microbatch, fused, part
---   grp 'opt'  : Optimizer.* annotations on the main thread (not part of the pipeline schedule)
+--   grp 'opt'  : the optimizer's annotations on the main thread (is_optimizer; not part of the pipeline schedule)
+--   backward   : a 'top' op is a backward frame (is_autograd_frame)
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
 WITH clipped AS (
@@ -14,7 +15,7 @@ WITH clipped AS (
     FROM events e
     JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
     JOIN step_windows w ON w.rank = e.rank AND e.ts_ns < w.end_ns AND e.ts_ns + e.dur_ns > w.start_ns
-    WHERE (e.cat = 'cpu_op' OR (e.cat = 'user_annotation' AND starts_with(e.name, 'Optimizer.')))
+    WHERE (e.cat = 'cpu_op' OR (e.cat = 'user_annotation' AND is_optimizer(e.name)))
       AND e.dur_ns > 0 AND w.step IS NOT NULL
 )
 SELECT {'rank': rank, 'step': step} AS k, rank, step, CASE WHEN cat = 'cpu_op' THEN 'top' ELSE 'opt' END AS grp,
@@ -27,16 +28,16 @@ WITH top AS (
     FROM interval_pieces('SELECT * FROM bubble_intervals WHERE grp = ''top''', false)
     GROUP BY rank, step, piece
 )
-SELECT t.rank, t.step, 'top' AS grp, t.s, t.e, t.name, t.comm,
+SELECT t.rank, t.step, 'top' AS grp, t.s, t.e, t.name, t.comm, is_autograd_frame(t.name) AS backward,
        EXISTS (SELECT 1 FROM comm_intervals c WHERE c.rank = t.rank AND c.part = 'call' AND c.strategy = 'pp'
                AND c.start_ns >= t.s AND c.start_ns < t.e) AS pp,
        NULL::INTEGER AS stage, NULL::VARCHAR AS action, NULL::INTEGER AS microbatch, false AS fused, 1 AS part
 FROM top t
 UNION ALL
-SELECT rank, step, grp, s, e, name, false, false, NULL, NULL, NULL, false, 1 FROM bubble_intervals WHERE grp = 'opt'
+SELECT rank, step, grp, s, e, name, false, false, false, NULL, NULL, NULL, false, 1 FROM bubble_intervals WHERE grp = 'opt'
 UNION ALL
 SELECT p.rank, w.step, 'mark', greatest(p.ts_ns, w.start_ns), least(p.ts_ns + p.dur_ns, w.end_ns), p.name, false,
-       false, p.stage, p.action, p.microbatch, p.fused, p.part
+       false, false, p.stage, p.action, p.microbatch, p.fused, p.part
 FROM pipeline_marks p
 JOIN step_windows w ON w.rank = p.rank AND p.ts_ns < w.end_ns AND p.ts_ns + p.dur_ns > w.start_ns
 WHERE p.main_thread AND p.dur_ns > 0 AND w.step IS NOT NULL AND (p.fused OR p.action IN ('F', 'B', 'I', 'W'))

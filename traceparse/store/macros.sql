@@ -124,6 +124,17 @@ CREATE OR REPLACE MACRO group_key(ranks, pgname) AS (
     coalesce(member_key(ranks), '?') || '/' || coalesce(pgname, '')
 );
 
+-- The optimizer's time on the CPU: torch.optim's annotations of each optimizer's step and zero_grad
+-- ('Optimizer.step#AdamW.step', 'Optimizer.zero_grad#AdamW.zero_grad'). The bubble check's schedule (not part of it),
+-- the GPU's idle causes (vocabulary/host_cause.sql), tagging's phase of a communication call and what-if's optimizer
+-- time select with it.
+CREATE OR REPLACE MACRO is_optimizer(name) AS (starts_with(name, 'Optimizer.'));
+
+-- A backward frame: the autograd engine running one node's backward function ('autograd::engine::evaluate_function:
+-- MmBackward0'), on whichever thread runs backward. The passes of a step (vocabulary/phases.sql), tagging's phase of
+-- a communication call and the bubble check's backward blocks select with it.
+CREATE OR REPLACE MACRO is_autograd_frame(name) AS (starts_with(name, 'autograd::engine::evaluate_function'));
+
 -- What a CPU thread spends its time in, event by event: an op, an annotation or a CUDA/HIP runtime or driver call that
 -- lasts, not the profiler's step marker (ProfilerStep#N, which spans everything). The GPU section's launching ops
 -- (vocabulary/gpu_time.sql) and the step graph's CPU lanes (vocabulary/step_graph.sql) select from it.

@@ -9,7 +9,8 @@ WHERE cat IN ('cpu_op', 'user_annotation')
 
 CREATE TEMP TABLE op_ctx AS
 SELECT c.rank, c.op_id,
-       string_agg(e.name, ' > ' ORDER BY e.ts_ns, e.end_ns DESC) AS ctx
+       string_agg(e.name, ' > ' ORDER BY e.ts_ns, e.end_ns DESC) AS ctx,
+       bool_or(is_optimizer(e.name)) AS in_optimizer, bool_or(is_autograd_frame(e.name)) AS in_autograd_frame
 FROM comm_ops c
 JOIN ctx_events e ON e.rank = c.rank AND e.tid = c.tid
                  AND e.ts_ns <= c.host_ts_ns AND e.end_ns >= c.host_ts_ns + c.host_dur_ns
@@ -59,8 +60,8 @@ SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_ou
             ELSE 'irregular' END AS geometry,
        coalesce(x.ctx, '') AS ctx,
        CASE WHEN c.host_ts_ns IS NULL THEN 'unknown'
-            WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)optimizer') THEN 'optimizer'
-            WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)backward|autograd::engine')
+            WHEN coalesce(x.in_optimizer, false) THEN 'optimizer'
+            WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)backward') OR coalesce(x.in_autograd_frame, false)
                  OR regexp_matches(coalesce(t.thread_name, ''), '(?i)autograd')
                  OR ip.op_id IS NOT NULL THEN 'backward'
             WHEN c.step IS NULL AND c.rank IN (SELECT rank FROM backward_window) THEN 'outside_step'

@@ -4,7 +4,7 @@ CREATE OR REPLACE TEMP MACRO host_cause(n) AS (
     CASE
         WHEN n IS NULL THEN 'python'
         WHEN regexp_matches(n, '(?i)dataloader') THEN 'dataloader'
-        WHEN regexp_matches(n, '^Optimizer\.') THEN 'optimizer'
+        WHEN is_optimizer(n) THEN 'optimizer'
         WHEN regexp_matches(n, '(?i)synchronize|^aten::(item|_local_scalar_dense)$') THEN 'synchronize'
         WHEN is_comm_call(n) THEN 'communication'
         ELSE 'cpu_op'

@@ -1,6 +1,6 @@
 -- The phases of each step: its forward/backward passes (columns of backward_passes: traceparse/store/schema.py).
 -- With gradient accumulation (or a pipeline) a step runs several forward/backward passes. The step's
--- autograd frames (autograd::engine::evaluate_function*, on any thread) split into passes wherever
+-- autograd frames (is_autograd_frame, store/macros.sql: on any thread) split into passes wherever
 -- forward compute runs on the main thread (main_threads, when it carries ProfilerStep#N) outside every
 -- autograd frame there. Forward compute is the one list below (matmuls, embeddings, convolutions,
 -- attention); a recomputation inside backward is inside a frame. A pass runs from its first autograd
@@ -11,12 +11,12 @@
 CREATE TEMP TABLE pass_events AS
 WITH e AS (
     SELECT e.rank, e.tid, e.step, e.ts_ns, e.ts_ns + e.dur_ns AS end_ns,
-           e.name LIKE 'autograd::engine::evaluate_function%' AS autograd,
+           is_autograd_frame(e.name) AS autograd,
            m.rank IS NOT NULL AS main_thread
     FROM events e
     LEFT JOIN main_threads m ON m.rank = e.rank AND m.tid = e.tid AND m.chosen_by = 'ProfilerStep#N annotations'
     WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
-      AND (e.name LIKE 'autograd::engine::evaluate_function%'
+      AND (is_autograd_frame(e.name)
            OR e.name IN ('aten::linear', 'aten::mm', 'aten::matmul', 'aten::addmm', 'aten::bmm', 'aten::embedding',
                          'aten::convolution', 'aten::scaled_dot_product_attention'))
 ),

@@ -90,12 +90,13 @@ def _times(con) -> dict:
         """SELECT sum(e - s) / ? FROM interval_intersect(
                'SELECT e.rank AS k, e.rank AS g, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e FROM events e
                 JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
-                WHERE e.cat = ''user_annotation'' AND starts_with(e.name, ''Optimizer.step'')',
+                WHERE e.cat = ''user_annotation'' AND is_optimizer(e.name)',
                'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE step IS NOT NULL')""",
         [max(windows, 1)]).fetchone()[0]
     return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
-            "optimizer_ns": fact(optimizer or 0.0, "compute_intervals within the main thread's Optimizer.step* "
-                                                   "annotations, per rank-step window (0: none annotated)"),
+            "optimizer_ns": fact(optimizer or 0.0, "compute_intervals within the main thread's optimizer annotations "
+                                                   "(is_optimizer: Optimizer.step#*, Optimizer.zero_grad#*), per "
+                                                   "rank-step window (0: none annotated)"),
             "exposed_comm_ns": exposed}
 
 
