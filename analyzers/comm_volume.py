@@ -2,6 +2,7 @@
 the size), against the notes' formulas (docs/parallelism.md 3, 4). The volume is not the input bytes of the
 collectives table (what the ranks pass to the calls): both are reported, each under its own name."""
 
+from traceparse.axes import ACTIVATION_AXES, AXES
 from traceparse.units import count, size
 
 from traceparse.layout import model_facts as mf
@@ -67,8 +68,9 @@ def inputs(ctx, shape, deg):
            "Phi_dp": mf.phi_dp(ctx, shape, deg, d), "sync_rounds": mf.sync_rounds(ctx, deg), "b": act["micro_batch"], "S": act["seq"], "H": act["hidden"],
            "bSH": act["bSH"], "L_local": mf.layers_local(ctx, shape, deg), "kv_over_q": mf.kv_ratio(ctx, shape),
            "K_MoE": mf.top_k(ctx)}
-    for s in ("tp", "pp", "cp", "sp", "ep"):
-        out[f"delta_{s}"] = mf.delta(ctx, s)
+    for s in AXES:
+        if s != "dp":
+            out[f"delta_{s}"] = mf.delta(ctx, s)
     return out
 
 
@@ -98,7 +100,7 @@ def cause(strategy, variant, x, rows, phases, measured, exp, per_rs, limits):
         more = "more collectives than one sync per step (gradient accumulation without no_sync, repeated syncs)"
         less = "parameters without gradient sync (frozen, or outside the DP replica group)"
         return f"{by_op}: {more if measured > exp else less}"
-    if strategy in ("tp", "sp", "cp", "ep") and v["bSH"] and v["L_local"]:
+    if strategy in ACTIVATION_AXES and v["bSH"] and v["L_local"]:
         d = v[f"delta_{strategy}"] or v["delta"]
         per = v["L_local"] * (v["microbatches"] or 1)
         full = d * v["bSH"]

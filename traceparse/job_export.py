@@ -23,6 +23,7 @@ import msgspec
 from traceparse.errors import TraceError
 from traceparse.ingest.job_file import KEY, OWN, PATH_PID, STREAM_TID
 from traceparse.store.query import rows
+from traceparse.vocabulary.graph_rows import graph_tables
 
 VERSION = 1
 
@@ -171,12 +172,13 @@ def _memory(con, windows: dict, cpu_pid: dict) -> list[dict]:
 def _flows(con, keep: list, windows: dict) -> list[dict]:
     """Each matched collective of the kept ranks: a flow from its last member's arrival to each other member's
     execution, where its last member released it."""
+    graph_tables(con)  # cp_completions: the stream each operation's execution ran on (its lane)
     found = rows(con, """
         SELECT a.match_key, a.rank, a.op, a.basis, a.arrival_ns, a.last_arrival_ns, a.is_last, c.tid,
                c.exec_stream, c.exec_ts_ns, c.exec_dur_ns, c.host_ts_ns, c.host_dur_ns,
-               EXISTS (SELECT 1 FROM comm_intervals i WHERE i.rank = a.rank AND i.op_id = a.op_id AND i.part = 'exec'
-                       AND i.stream IS NOT NULL) AS on_gpu
+               coalesce(d.stream IS NOT NULL, false) AS on_gpu
         FROM collective_arrivals a JOIN comm_ops c USING (rank, op_id)
+        LEFT JOIN cp_completions d USING (rank, op_id)
         WHERE list_contains(?, a.rank) ORDER BY a.match_key, a.rank""", [keep])
     by_key = {}
     for f in found:

@@ -22,11 +22,11 @@ not used and said in ``notes``.
 import json
 import math
 
+from traceparse.axes import MODEL_AXES
 from traceparse.bounds import in_range, int_range
 from traceparse.store.query import rows
 
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "seq", "micro_batch", "dtype_bytes", "experts", "top_k", "ffn", "vocab")
-MODEL_AXES = ("tp", "pp", "cp", "sp")
 TEXT_KEYS = ("pp_schedule", "optimizer")  # every other key is a whole number
 
 

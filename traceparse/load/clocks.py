@@ -123,7 +123,7 @@ def coarse(con, found: dict) -> dict | None:
     tail, reach, chance = limits["tail_ns"], limits["reach_ns"], limits["chance"]
     ends = {}
     for r, e in con.execute(f"""
-            SELECT rank, coalesce(exec_ts_ns + exec_dur_ns, host_ts_ns + host_dur_ns) AS e FROM comm_ops
+            SELECT rank, comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns) AS e FROM comm_ops
             WHERE op IN {BLOCKING} AND e IS NOT NULL ORDER BY rank, e""").fetchall():
         ends.setdefault(r, []).append(e)
     clock = {row[0]: row[1] for row in found["rows"]}
@@ -204,11 +204,11 @@ class _Evidence:
         self._collectives(np.array(keys, np.int64), np.array(clock, np.int64), self._times(arrive), self._times(end))
         con.execute(sql_file("traceparse.vocabulary", "p2p_pairs.sql"))
         pairs = con.execute("""
-            SELECT p.partner, coalesce(s.host_ts_ns, s.exec_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
+            SELECT p.partner, comm_arrival_ns(s.op, s.exec_ts_ns, s.host_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
             FROM cp_p2p p
             JOIN comm_ops r ON r.rank = p.rank AND r.op_id = p.op_id AND r.op = 'recv'
             JOIN comm_ops s ON s.rank = p.partner AND s.op_id = p.partner_op
-            WHERE r.exec_dur_ns IS NOT NULL AND coalesce(s.host_ts_ns, s.exec_ts_ns) IS NOT NULL""").fetchall()
+            WHERE r.exec_dur_ns IS NOT NULL AND comm_arrival_ns(s.op, s.exec_ts_ns, s.host_ts_ns) IS NOT NULL""").fetchall()
         # a send began by its call at the latest: gloo's worker annotation of a small send can start after the data
         # was received (a recv of pp4_1f1b_m4 completed 3.2 ms before its send's annotation began)
         pairs = [(clock_of[s], sent, clock_of[r], got) for s, sent, r, got in pairs if clock_of[s] != clock_of[r]]

@@ -82,13 +82,14 @@ from collections import Counter, defaultdict, namedtuple
 from random import Random
 from statistics import median
 
+from traceparse.axes import ACTIVATION_AXES
+
 P2P = {"send": "recv", "recv": "send"}
 FLOOR_NS = 50_000          # ends this close are "together" however short the transfer
 SLACK_NS = 100_000         # clock tolerance of the lifetime-overlap (causality) test
 MAX_MISSING = 0.5          # a candidate where a member lacks partners for more ops is impossible
 MAX_CHECKED = 16           # members of one candidate group whose sequences are compared with the rank's
 THREADS_PER_GROUP = 2      # gloo: 2 worker threads per device, one device
-TP_LIKE = {"tp", "sp", "cp", "ep"}
 DEFAULT_DESC = "default_pg (inferred: world_size, no pg_config)"
 # operations of a lane whose sequence is paired with the members' (its first, in end order). A lane is one group for
 # all of its operations and a wrong group shows in its first ones as in the rest (members without partners, ends
@@ -343,7 +344,7 @@ def _lane_costs(lane, candidates, by_kind):
             cost, why = INCONSISTENT, "not every member ends its operations with it"
         cost += 0.01 * min(possible[g][1], 1.0)
         if g.axis and (wrapped or fsdp):
-            agrees = (g.axis in TP_LIKE) if wrapped else (g.axis == "dp")
+            agrees = (g.axis in ACTIVATION_AXES) if wrapped else (g.axis == "dp")
             cost += -CONTEXT if agrees else CONTEXT
             why += ("; DTensor-wrapped" if wrapped else "; FSDP") + (", as its axis says" if agrees else "")
         out[g] = (cost, why)

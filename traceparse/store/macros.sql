@@ -114,6 +114,20 @@ CREATE OR REPLACE MACRO is_collective(op) AS (
            'barrier')
 );
 
+-- A communication operation's own arrival, the moment it was ready on its rank (comm_ops' columns): a send's or a
+-- receive's call (a transfer starts once both sides have posted theirs), else its execution; any other operation's
+-- execution start, else its call's. A collective's arrivals compared across its members (vocabulary/arrivals.sql)
+-- take one basis for every member instead. The step graph's completions, the matched point-to-point pairs and the
+-- clocks' bounds select with it.
+CREATE OR REPLACE MACRO comm_arrival_ns(op, exec_ts_ns, host_ts_ns) AS (
+    CASE WHEN op IN ('send', 'recv') THEN coalesce(host_ts_ns, exec_ts_ns) ELSE coalesce(exec_ts_ns, host_ts_ns) END
+);
+
+-- A communication operation's completion on its rank: its execution's end, else its call's end.
+CREATE OR REPLACE MACRO comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns) AS (
+    coalesce(exec_ts_ns + exec_dur_ns, host_ts_ns + host_dur_ns)
+);
+
 -- The members of a process group as one key: its sorted global ranks as text (NULL when unknown).
 -- Who talks to whom (tagging's traits, arrivals' matching) is keyed by the members alone.
 CREATE OR REPLACE MACRO member_key(ranks) AS (list_sort(ranks)::VARCHAR);
@@ -123,6 +137,11 @@ CREATE OR REPLACE MACRO member_key(ranks) AS (list_sort(ranks)::VARCHAR);
 CREATE OR REPLACE MACRO group_key(ranks, pgname) AS (
     coalesce(member_key(ranks), '?') || '/' || coalesce(pgname, '')
 );
+
+-- The profiler's step marker: torch.profiler's 'ProfilerStep#N' around each profiled step (a user_annotation on the
+-- CPU; newer traces copy it onto the GPU as a gpu_user_annotation). The steps (vocabulary/per_rank.sql), the main
+-- thread, a thread's work (not the marker, which spans everything), the busy table and HTA's window select with it.
+CREATE OR REPLACE MACRO is_profiler_step(name) AS (starts_with(name, 'ProfilerStep#'));
 
 -- The optimizer's time on the CPU: torch.optim's annotations of each optimizer's step and zero_grad
 -- ('Optimizer.step#AdamW.step', 'Optimizer.zero_grad#AdamW.zero_grad'). The bubble check's schedule (not part of it),
@@ -140,7 +159,7 @@ CREATE OR REPLACE MACRO is_autograd_frame(name) AS (starts_with(name, 'autograd:
 -- (vocabulary/gpu_time.sql) and the step graph's CPU lanes (vocabulary/step_graph.sql) select from it.
 CREATE OR REPLACE MACRO thread_work(cat, name, dur_ns) AS (
     cat IN ('cpu_op', 'user_annotation', 'cuda_runtime', 'cuda_driver') AND dur_ns > 0
-    AND NOT starts_with(name, 'ProfilerStep#')
+    AND NOT is_profiler_step(name)
 );
 
 -- Device work: what a GPU does, event by event: a kernel, a memcpy or a memset (gpu_activity holds every one, with

@@ -17,7 +17,7 @@ FROM gpu_activity a JOIN events e ON e.rank = a.rank AND e.ev_id = a.ev_id
 UNION ALL
 SELECT e.rank, e.pid, e.tid, 'cpu thread', e.ts_ns, e.ts_ns + e.dur_ns
 FROM events e ANTI JOIN gpu_lanes g ON g.rank = e.rank AND g.pid = e.pid AND g.tid = e.tid
-WHERE e.dur_ns > 0 AND NOT starts_with(e.name, 'ProfilerStep#');
+WHERE e.dur_ns > 0 AND NOT is_profiler_step(e.name);
 
 -- lane_busy: per lane, the length of the union of its work inside the rank's profiled span (its first step window's
 -- start to its last one's end; nested and overlapping work once), and its share of that span.

@@ -16,7 +16,7 @@ launch AS (
     GROUP BY rank, correlation
 ),
 -- HTA's window: the kernels launched before the rank's latest ProfilerStep#N starts (its GPU-side copy included)
-last_step AS (SELECT rank, max(ts_ns) AS start_ns FROM events WHERE starts_with(name, 'ProfilerStep#') GROUP BY rank),
+last_step AS (SELECT rank, max(ts_ns) AS start_ns FROM events WHERE is_profiler_step(name) GROUP BY rank),
 kind AS (
     SELECT rank, ev_id, any_value(kind) AS kind, any_value(step) AS step, bool_or(in_window) AS in_window
     FROM placed_intervals WHERE stream IS NOT NULL AND ev_id IS NOT NULL AND part IN ('exec', 'kernel')

@@ -7,4 +7,4 @@
 -- activity); otherwise all of them.
 CREATE TEMP TABLE IF NOT EXISTS hta_gpu_activity AS
 SELECT * FROM gpu_activity
-WHERE (SELECT count(DISTINCT name) FROM events WHERE starts_with(name, 'ProfilerStep#')) < 2 OR before_last_step;
+WHERE (SELECT count(DISTINCT name) FROM events WHERE is_profiler_step(name)) < 2 OR before_last_step;

@@ -2,7 +2,7 @@
 INSERT INTO main_threads
 WITH scored AS (
     SELECT rank, pid, tid,
-           count(*) FILTER (WHERE cat = 'user_annotation' AND starts_with(name, 'ProfilerStep#')) AS n_steps,
+           count(*) FILTER (WHERE cat = 'user_annotation' AND is_profiler_step(name)) AS n_steps,
            coalesce(sum(dur_ns) FILTER (WHERE cat = 'cpu_op'), 0) AS cpu_op_ns
     FROM events
     WHERE cat IN ('cpu_op', 'user_annotation') AND tid IS NOT NULL

@@ -4,8 +4,9 @@
 -- (a send completes only once its receive is posted). A TEMP table of the connection.
 CREATE OR REPLACE TEMP TABLE cp_p2p AS
 WITH p AS (
-    SELECT rank, op_id, op, peer, step, coalesce(host_ts_ns, exec_ts_ns) AS arrival_ns,
-           row_number() OVER (PARTITION BY rank, op, peer, step ORDER BY coalesce(host_ts_ns, exec_ts_ns), op_id) AS k
+    SELECT rank, op_id, op, peer, step, comm_arrival_ns(op, exec_ts_ns, host_ts_ns) AS arrival_ns,
+           row_number() OVER (PARTITION BY rank, op, peer, step
+                              ORDER BY comm_arrival_ns(op, exec_ts_ns, host_ts_ns), op_id) AS k
     FROM comm_ops WHERE op IN ('send', 'recv') AND peer IS NOT NULL
 ),
 pairs AS (

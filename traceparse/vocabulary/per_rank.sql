@@ -13,7 +13,7 @@ FROM (SELECT e.rank, TRY_CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS st
              ts_ns + c.offset_ns + dur_ns AS end_ns,
              dur_ns
       FROM raw_events e JOIN clock c USING (rank)
-      WHERE name LIKE 'ProfilerStep#%' AND coalesce(cat, '') NOT LIKE 'gpu%' AND dur_ns IS NOT NULL)
+      WHERE is_profiler_step(name) AND coalesce(cat, '') NOT LIKE 'gpu%' AND dur_ns IS NOT NULL)
 WHERE step IS NOT NULL;
 
 INSERT INTO events

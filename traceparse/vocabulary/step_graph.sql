@@ -2,7 +2,7 @@
 -- blocked, what each blocking call waited for, and which rank and moment released each communication operation. Each
 -- object is a TEMP table of the connection.
 
--- Every communication operation's completion on its rank (its execution's end, else its call's end) and what
+-- Every communication operation's completion on its rank (comm_done_ns, store/macros.sql) and what
 -- released it: a collective, the last member to arrive (collective_arrivals); a receive, its matched send; anything
 -- else, the rank itself when it arrived. The lane its execution ran on: a GPU stream, else a CPU thread.
 CREATE OR REPLACE TEMP TABLE cp_completions AS
@@ -12,9 +12,8 @@ WITH last_member AS (
           FROM collective_arrivals GROUP BY match_key)
 ),
 ops AS (
-    SELECT o.*, CASE WHEN o.op IN ('send', 'recv') THEN coalesce(o.host_ts_ns, o.exec_ts_ns)
-                     ELSE coalesce(o.exec_ts_ns, o.host_ts_ns) END AS arrival_ns,
-           coalesce(o.exec_ts_ns + o.exec_dur_ns, o.host_ts_ns + o.host_dur_ns) AS done_ns
+    SELECT o.*, comm_arrival_ns(o.op, o.exec_ts_ns, o.host_ts_ns) AS arrival_ns,
+           comm_done_ns(o.exec_ts_ns, o.exec_dur_ns, o.host_ts_ns, o.host_dur_ns) AS done_ns
     FROM comm_ops o
 )
 SELECT o.rank, o.op_id, o.op, coalesce(o.strategy, 'untagged') AS strategy, o.done_ns, o.arrival_ns,
