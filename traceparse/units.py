@@ -58,6 +58,11 @@ def duration(ns, sign: bool = False) -> str:
 ms = duration  # the name most of the reports' code reads it by
 
 
+def bound(ns) -> str:
+    """One end of an interval of allowed offsets, signed: ``unbounded`` where nothing limits it (a clock's bounds)."""
+    return "unbounded" if ns is None else duration(ns, sign=True)
+
+
 def size(b) -> str:
     """Bytes in decimal units (B, kB, MB, GB, TB) by magnitude; ``-`` when unknown. The one way a byte count is
     written in every report and finding, so the same number reads the same everywhere."""

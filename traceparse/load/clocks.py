@@ -158,7 +158,7 @@ def coarse(con, found: dict) -> dict | None:
 def issues(found: dict) -> list[tuple]:
     """The load issues of clocks whose shifts were applied: one per clock moved, a warning where the shift is as
     large as the median wait in a collective (the waits it changes), else info."""
-    from traceparse.units import duration, first_of
+    from traceparse.units import bound, duration, first_of
 
     by_clock = {}
     for r, clock, shift, low, high, _, coll, xfer in found["rows"]:
@@ -168,7 +168,7 @@ def issues(found: dict) -> list[tuple]:
     for (clock, shift, low, high, coll, xfer), ranks in by_clock.items():
         if not shift:
             continue
-        bounds = " to ".join("unbounded" if b is None else duration(b, sign=True) for b in (low, high))
+        bounds = f"{bound(low)} to {bound(high)}"
         material = wait is not None and abs(shift) >= wait
         out.append((None, "warning" if material else "info",
                     f"clock of {clock} (rank {first_of(ranks)}) differs from the first rank's: its times moved by "

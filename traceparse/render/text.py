@@ -21,7 +21,7 @@ from traceparse.render.critical_path import render_critical_path
 from traceparse.escape import terminal
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
-from traceparse.units import count, duration, first_of, ms, number, pct, size
+from traceparse.units import bound, count, duration, first_of, ms, number, pct, size
 
 
 SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
@@ -120,12 +120,8 @@ def _clock(clock: dict) -> str:
     if not clock["applied"]:
         return f"{said}; {len(clock['clocks'])} {clock['by']}s' clocks consistent with one (clocks)"
     moved = [f"{terminal(c['clock'])} (rank {_ranks(c['ranks'])}) moved {duration(c['shift_ns'], sign=True)}, "
-             f"allowed {_bound(c['low_ns'])} to {_bound(c['high_ns'])}" for c in clock["clocks"] if c["shift_ns"]]
+             f"allowed {bound(c['low_ns'])} to {bound(c['high_ns'])}" for c in clock["clocks"] if c["shift_ns"]]
     return f"{said}; {'; '.join(moved)} (clocks)"
-
-
-def _bound(ns):
-    return "unbounded" if ns is None else duration(ns, sign=True)
 
 
 def _ranks(ranks):
