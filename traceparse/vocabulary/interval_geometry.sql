@@ -5,7 +5,9 @@
 -- Every interval of the two interval tables, before it is placed in a window.
 CREATE TEMP TABLE vocab_raw AS
 WITH
-gpu_rank AS (SELECT DISTINCT rank FROM events WHERE cat = 'kernel'),
+-- a GPU rank: one whose GPU did work (device_work, store/macros.sql: the ranks gpu_activity holds); its compute is its
+-- kernels', a CPU rank's its main thread's ops
+gpu_rank AS (SELECT DISTINCT rank FROM events WHERE device_work(cat)),
 launch AS (
     SELECT rank, correlation, min(ts_ns) AS ts_ns FROM events
     WHERE cat IN ('cuda_runtime', 'cuda_driver') AND correlation IS NOT NULL GROUP BY rank, correlation
