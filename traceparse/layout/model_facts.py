@@ -284,8 +284,7 @@ def optimizer(ctx) -> dict:
     src = f"{ctx.given('optimizer')} (optimizer)"
     if name is None:
         names = [r[0] for r in ctx.con.execute(
-            "SELECT DISTINCT regexp_extract(name, '^Optimizer\\.step#([^.]+)\\.step', 1) FROM events "
-            "WHERE name LIKE 'Optimizer.step#%' ORDER BY 1").fetchall()]
+            "SELECT DISTINCT optimizer_class(name) AS c FROM events WHERE c IS NOT NULL ORDER BY 1").fetchall()]
         inner = [n for n in names if n.lower() not in WRAPPERS] or names
         name = inner[0] if inner else None
         src = f"trace: Optimizer.step#{name}.step annotation" if name else "no Optimizer.step annotation"

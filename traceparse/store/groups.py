@@ -443,7 +443,7 @@ def _assign(costs, candidates):
 
 
 # ------------------------------------------------------------------ send / recv
-# peer: its index in the group as the call states it; any_end: the exec end, else the host call's; open: no group yet
+# peer: its index in the group as the call states it; any_end: its completion (comm_done_ns); open: no group yet
 P2pOp = namedtuple("P2pOp", "rank op_id op bytes_in peer issue any_end open")
 
 
@@ -451,7 +451,7 @@ def _point_to_point(con, judged, groups):
     """{(rank, op_id): (group, why)} for the sends and receives without a group of the judged ranks."""
     ops = con.execute(
         """SELECT rank, op_id, op, bytes_in, peer_in_group, host_ts_ns,
-                  coalesce(exec_ts_ns + exec_dur_ns, host_ts_ns + host_dur_ns), group_ranks IS NULL
+                  comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns), group_ranks IS NULL
            FROM comm_ops WHERE op IN ('send', 'recv') AND peer_in_group IS NOT NULL""").fetchall()
     judged = set(judged)
     posted = Counter()  # (rank, op, peer_in_group, bytes) -> count

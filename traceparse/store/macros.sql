@@ -148,6 +148,10 @@ CREATE OR REPLACE MACRO is_profiler_step(name) AS (starts_with(name, 'ProfilerSt
 -- the GPU's idle causes (vocabulary/host_cause.sql), tagging's phase of a communication call and what-if's optimizer
 -- time select with it.
 CREATE OR REPLACE MACRO is_optimizer(name) AS (starts_with(name, 'Optimizer.'));
+-- The optimizer's class an optimizer step annotation names ('AdamW' of 'Optimizer.step#AdamW.step'); NULL otherwise.
+CREATE OR REPLACE MACRO optimizer_class(name) AS (
+    CASE WHEN is_optimizer(name) THEN nullif(regexp_extract(name, '^Optimizer\.step#([^.]+)\.step', 1), '') END
+);
 
 -- A backward frame: the autograd engine running one node's backward function ('autograd::engine::evaluate_function:
 -- MmBackward0'), on whichever thread runs backward. The passes of a step (vocabulary/phases.sql), tagging's phase of
