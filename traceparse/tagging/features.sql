@@ -19,7 +19,7 @@ GROUP BY c.rank, c.op_id;
 -- the compute between an operation and the next one of the same kind and group on the rank
 CREATE TEMP TABLE a2a_window AS
 SELECT rank, op_id, tid, host_ts_ns + host_dur_ns AS w_start,
-       lead(host_ts_ns) OVER (PARTITION BY rank, op, list_sort(group_ranks)::VARCHAR, step
+       lead(host_ts_ns) OVER (PARTITION BY rank, op, member_key(group_ranks), step
                               ORDER BY host_ts_ns) AS w_end
 FROM comm_ops WHERE op = 'all_to_all' AND host_ts_ns IS NOT NULL;
 
