@@ -12,6 +12,7 @@ import bisect
 import statistics
 from collections import defaultdict
 
+from traceparse.store.query import sql_file
 from traceparse.thresholds import check_thresholds
 from traceparse.units import ms
 from traceparse.vocabulary import compute, savings
@@ -235,6 +236,7 @@ def run(ctx):
 
     windows = compute.per_window(ctx)
     by = defaultdict(lambda: defaultdict(list))
+    ctx.con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
     for row in ctx.rows(sql("bubble")):
         if row["rank"] in stage_of:
             by[(row["rank"], row["step"])][row["grp"]].append(row)

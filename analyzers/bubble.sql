@@ -5,18 +5,22 @@
 --                pp = a pp-tagged operation's call (comm_intervals) starts inside it
 --   grp 'mark' : the main thread's schedule annotations (the vocabulary's pipeline_marks, parsed there):
 --                the F, B, I, W actions and fused pairs, with stage, action, microbatch, fused, part
---   grp 'opt'  : the optimizer's annotations on the main thread (is_optimizer; not part of the pipeline schedule)
+--   grp 'opt'  : the optimizer's annotations on the main thread (the vocabulary's optimizer_spans; not part of the
+--                pipeline schedule)
 --   backward   : a 'top' op is a backward frame (is_autograd_frame)
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
-WITH clipped AS (
-    SELECT e.rank, w.step, e.cat, e.name,
-           greatest(e.ts_ns, w.start_ns) AS s, least(e.ts_ns + e.dur_ns, w.end_ns) AS e
-    FROM events e
-    JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
-    JOIN step_windows w ON w.rank = e.rank AND e.ts_ns < w.end_ns AND e.ts_ns + e.dur_ns > w.start_ns
-    WHERE (e.cat = 'cpu_op' OR (e.cat = 'user_annotation' AND is_optimizer(e.name)))
-      AND e.dur_ns > 0 AND w.step IS NOT NULL
+WITH main_ops AS (
+    SELECT e.rank, e.cat, e.name, e.ts_ns AS start_ns, e.ts_ns + e.dur_ns AS end_ns
+    FROM events e JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
+    WHERE e.cat = 'cpu_op' AND e.dur_ns > 0
+    UNION ALL
+    SELECT rank, 'user_annotation', name, start_ns, end_ns FROM optimizer_spans
+),
+clipped AS (
+    SELECT o.rank, w.step, o.cat, o.name, greatest(o.start_ns, w.start_ns) AS s, least(o.end_ns, w.end_ns) AS e
+    FROM main_ops o JOIN step_windows w ON w.rank = o.rank AND o.start_ns < w.end_ns AND o.end_ns > w.start_ns
+    WHERE w.step IS NOT NULL
 )
 SELECT {'rank': rank, 'step': step} AS k, rank, step, CASE WHEN cat = 'cpu_op' THEN 'top' ELSE 'opt' END AS grp,
        name, s, e, cat = 'cpu_op' AND is_comm_call(name) AS comm

@@ -46,7 +46,7 @@ RAW_READS = {
     "analyzers/bubble.sql": 1, "analyzers/memory.py": 1, "analyzers/overlap.py": 1, "traceparse/document/cut.py": 1,
     "traceparse/document/gpu.py": 2, "traceparse/document/summary.py": 2, "traceparse/history/kernel_diff.py": 1,
     "traceparse/job_export.py": 7, "traceparse/layout/infer.py": 1, "traceparse/layout/model_facts.py": 12,
-    "traceparse/tagging/features.sql": 3, "traceparse/whatif/measured.py": 1,
+    "traceparse/tagging/features.sql": 3,
 }
 
 

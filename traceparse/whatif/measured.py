@@ -7,6 +7,7 @@ window_strategy_comm).
 """
 
 from traceparse.layout.model_facts import fact
+from traceparse.store.query import sql_file
 from traceparse.whatif.pipeline import calibrated_overhead
 from traceparse.axes import AXES, SCHEDULE_KEYS
 
@@ -57,7 +58,9 @@ def measured(con, doc: dict) -> dict:
                         "bubble.order: the run's reconstructed order of forward and backward work per rank")
     out["action_ns"] = fact(acts or None, "bubble.action_ns: compute of one forward (F), backward (B) or split "
                                           "backward (I, W) per (virtual) stage and micro-batch, mean over ranks and steps")
-    out["world_size"] = fact(con.execute("SELECT coalesce(max(world_size), count(*)) FROM ranks").fetchone()[0],
+    con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
+    con.execute(sql_file(__package__, "measured.sql"))
+    out["world_size"] = fact(con.table("whatif_world").fetchall()[0][0],
                              "ranks: the job's world size (the traces' distributedInfo), else the ranks loaded")
     out.update(_times(con))
     out["comm_fit"] = _comm_fit(con)
@@ -78,58 +81,24 @@ def model_layers(m: dict):
 
 
 def _times(con) -> dict:
-    """Step, compute and exposed communication per strategy: means per rank per step window."""
-    step, compute, windows = con.execute(
-        "SELECT avg(window_ns), avg(compute_ns), count(*) FROM window_totals WHERE step IS NOT NULL").fetchone()
+    """Step, compute and exposed communication per strategy: means per rank per step window (measured.sql)."""
+    step, compute, _ = con.table("whatif_times").fetchall()[0]
     exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")
-               for s, ns in con.execute(
-                   "SELECT strategy, sum(comm_ns - hidden_ns) / ? FROM window_strategy_comm WHERE step IS NOT NULL "
-                   "GROUP BY 1 ORDER BY 1", [max(windows, 1)]).fetchall()}
+               for s, ns in con.table("whatif_exposed").order("strategy").fetchall()}
     src = "window_totals: mean over ranks and profiled steps"
-    optimizer = con.execute(
-        """SELECT sum(e - s) / ? FROM interval_intersect(
-               'SELECT e.rank AS k, e.rank AS g, e.ts_ns AS s, e.ts_ns + e.dur_ns AS e FROM events e
-                JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
-                WHERE e.cat = ''user_annotation'' AND is_optimizer(e.name)',
-               'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE step IS NOT NULL')""",
-        [max(windows, 1)]).fetchone()[0]
+    (optimizer,) = con.table("whatif_optimizer").fetchall()[0]
     return {"step_time_ns": fact(step, f"{src} (window_ns)"), "compute_ns": fact(compute, f"{src} (compute_ns)"),
             "optimizer_ns": fact(optimizer or 0.0, "compute_intervals within the main thread's optimizer annotations "
-                                                   "(is_optimizer: Optimizer.step#*, Optimizer.zero_grad#*), per "
+                                                   "(optimizer_spans: Optimizer.step#*, Optimizer.zero_grad#*), per "
                                                    "rank-step window (0: none annotated)"),
             "exposed_comm_ns": exposed}
 
 
 def _comm_fit(con) -> list[dict]:
-    """Per (strategy, op, group size): time = latency + bytes / bandwidth, least squares over the profiled operations
-    (bytes: the larger of input and output; time: the execution, else the CPU call), with the fit's relative RMS
-    error; with a single size, or where the fit's latency or slope comes out negative (too few sizes, noisy times),
-    time per byte only."""
-    rows = con.execute(
-        """
-        WITH o AS (
-            SELECT coalesce(strategy, 'untagged') AS strategy, op, group_size,
-                   greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t
-            FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0 AND coalesce(exec_dur_ns, host_dur_ns) IS NOT NULL
-        ),
-        f AS (
-            SELECT strategy, op, group_size, count(*) AS n, count(DISTINCT b) AS sizes, avg(t) AS mean_t,
-                   sum(t) / sum(b) AS per_byte, regr_intercept(t, b) AS a, regr_slope(t, b) AS k
-            FROM o GROUP BY ALL
-        ),
-        r AS (
-            SELECT f.*, CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.a END AS latency_ns,
-                   CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.k ELSE f.per_byte END AS slope
-            FROM f
-        )
-        SELECT r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope,
-               sqrt(avg(power(o.t - coalesce(r.latency_ns, 0) - r.slope * o.b, 2))) / any_value(r.mean_t) AS err
-        FROM r JOIN o ON o.strategy = r.strategy AND o.op = r.op AND o.group_size IS NOT DISTINCT FROM r.group_size
-        GROUP BY r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope ORDER BY 1, 2, 3
-        """).fetchall()
+    """Per (strategy, op, group size): time = latency + bytes / bandwidth (measured.sql, whatif_comm_fit)."""
     return [{"strategy": s, "op": op, "group_size": g, "ops": n, "sizes": sizes, "latency_ns": a,
              "bandwidth_bytes_per_s": 1e9 / k if k and k > 0 else None, "rms_error": err,
              "source": "comm_ops in the profiled steps: least squares of time on bytes" if a is not None else
                        "comm_ops in the profiled steps: time per byte only, latency folded in (one size, or a fit with "
                        "a negative latency or slope)"}
-            for s, op, g, n, sizes, a, k, err in rows]
+            for s, op, g, n, sizes, a, k, err in con.table("whatif_comm_fit").order("strategy, op, group_size").fetchall()]

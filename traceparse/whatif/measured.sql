@@ -1,0 +1,48 @@
+-- What a forecast measures of the run (whatif/measured.py): means per rank per profiled step window of the vocabulary,
+-- and each kind of collective's cost against its size. Reads ranks, window_totals, window_strategy_comm,
+-- compute_intervals, comm_ops and optimizer_spans (vocabulary/optimizer_spans.sql, run first). TEMP views of the
+-- connection.
+
+-- whatif_world: the job's world size (the traces' distributedInfo), else the ranks loaded.
+CREATE OR REPLACE TEMP VIEW whatif_world AS
+SELECT coalesce(max(world_size), count(*)) AS world_size FROM ranks;
+
+-- whatif_times: step time and compute, means over the rank-step windows, and how many windows there are.
+CREATE OR REPLACE TEMP VIEW whatif_times AS
+SELECT avg(window_ns) AS step_ns, avg(compute_ns) AS compute_ns, count(*) AS windows
+FROM window_totals WHERE step IS NOT NULL;
+
+-- whatif_exposed: per strategy, its exposed communication (comm_ns - hidden_ns) summed, per rank-step window.
+CREATE OR REPLACE TEMP VIEW whatif_exposed AS
+SELECT strategy, sum(comm_ns - hidden_ns) / greatest((SELECT windows FROM whatif_times), 1) AS exposed_ns
+FROM window_strategy_comm WHERE step IS NOT NULL GROUP BY 1;
+
+-- whatif_optimizer: the compute inside the main thread's optimizer annotations (optimizer_spans), per rank-step window.
+CREATE OR REPLACE TEMP VIEW whatif_optimizer AS
+SELECT sum(e - s) / greatest((SELECT windows FROM whatif_times), 1) AS optimizer_ns FROM interval_intersect(
+    'SELECT rank AS k, rank AS g, start_ns AS s, end_ns AS e FROM optimizer_spans',
+    'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE step IS NOT NULL');
+
+-- whatif_comm_fit: per (strategy, op, group size), time = latency + bytes x slope by least squares over the profiled
+-- operations (bytes: the larger of input and output; time: the execution, else the CPU call), with the fit's relative
+-- RMS error; with a single size, or where the fit's latency or slope comes out negative, time per byte only.
+CREATE OR REPLACE TEMP VIEW whatif_comm_fit AS
+WITH o AS (
+    SELECT coalesce(strategy, 'untagged') AS strategy, op, group_size,
+           greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t
+    FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0 AND coalesce(exec_dur_ns, host_dur_ns) IS NOT NULL
+),
+f AS (
+    SELECT strategy, op, group_size, count(*) AS n, count(DISTINCT b) AS sizes, avg(t) AS mean_t,
+           sum(t) / sum(b) AS per_byte, regr_intercept(t, b) AS a, regr_slope(t, b) AS k
+    FROM o GROUP BY ALL
+),
+r AS (
+    SELECT f.*, CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.a END AS latency_ns,
+           CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.k ELSE f.per_byte END AS slope
+    FROM f
+)
+SELECT r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope,
+       sqrt(avg(power(o.t - coalesce(r.latency_ns, 0) - r.slope * o.b, 2))) / any_value(r.mean_t) AS err
+FROM r JOIN o ON o.strategy = r.strategy AND o.op = r.op AND o.group_size IS NOT DISTINCT FROM r.group_size
+GROUP BY r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope;
