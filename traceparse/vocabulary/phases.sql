@@ -14,7 +14,8 @@ WITH e AS (
            is_autograd_frame(e.name) AS autograd,
            m.rank IS NOT NULL AS main_thread
     FROM events e
-    LEFT JOIN main_threads m ON m.rank = e.rank AND m.tid = e.tid AND m.chosen_by = 'ProfilerStep#N annotations'
+    LEFT JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
+                             AND m.chosen_by = 'ProfilerStep#N annotations'
     WHERE e.step IS NOT NULL AND e.dur_ns IS NOT NULL AND e.cat = 'cpu_op'
       AND (is_autograd_frame(e.name)
            OR e.name IN ('aten::linear', 'aten::mm', 'aten::matmul', 'aten::addmm', 'aten::bmm', 'aten::embedding',
