@@ -176,7 +176,7 @@ def _flows(con, keep: list, windows: dict) -> list[dict]:
     found = rows(con, """
         SELECT a.match_key, a.rank, a.op, a.basis, a.arrival_ns, a.last_arrival_ns, a.is_last, c.tid,
                c.exec_stream, c.exec_ts_ns, c.exec_dur_ns, c.host_ts_ns, c.host_dur_ns,
-               coalesce(d.stream IS NOT NULL, false) AS on_gpu
+               d.stream IS NOT NULL AS on_gpu
         FROM collective_arrivals a JOIN comm_ops c USING (rank, op_id)
         LEFT JOIN cp_completions d USING (rank, op_id)
         WHERE list_contains(?, a.rank) ORDER BY a.match_key, a.rank""", [keep])

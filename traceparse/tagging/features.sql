@@ -60,8 +60,8 @@ SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_ou
             ELSE 'irregular' END AS geometry,
        coalesce(x.ctx, '') AS ctx,
        CASE WHEN c.host_ts_ns IS NULL THEN 'unknown'
-            WHEN coalesce(x.in_optimizer, false) THEN 'optimizer'
-            WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)backward') OR coalesce(x.in_autograd_frame, false)
+            WHEN x.in_optimizer THEN 'optimizer'
+            WHEN regexp_matches(coalesce(x.ctx, ''), '(?i)backward') OR x.in_autograd_frame
                  OR regexp_matches(coalesce(t.thread_name, ''), '(?i)autograd')
                  OR ip.op_id IS NOT NULL THEN 'backward'
             WHEN c.step IS NULL AND c.rank IN (SELECT rank FROM backward_window) THEN 'outside_step'
