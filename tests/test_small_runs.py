@@ -1,12 +1,19 @@
 """A small run is parsed in the calling process: a process pool takes longer to start than the parse it would spare
 (traceparse/load/run.py, ``_processes``; docs/speed.md, Small runs)."""
 
+import importlib.util
 import os
+import subprocess
+import sys
 
+import pytest
 from conftest import FIXTURE_RUNS
 
 from traceparse.load import run as load
 from traceparse.load.run import POOL_START_S, PARSE_S_PER_MB, load_run
+from traceparse.own_process import OWN
+
+PANDAS = importlib.util.find_spec("pandas") is not None
 
 
 def sized(folder, sizes_mb: list[float], suffix: str) -> list:
@@ -38,3 +45,28 @@ def test_a_small_run_loads_without_a_pool(tmp_path, monkeypatch):
     monkeypatch.setattr(load, "ProcessPoolExecutor", no_pool)
     path, _ = load_run([FIXTURE_RUNS / "ddp4"], db=tmp_path / "s.duckdb", use_cache=False)
     assert path.is_file()
+
+
+def _fresh(code: str, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != OWN}  # as a user's shell has it
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.mark.skipif(not PANDAS, reason="pandas is not installed: there is no import to spare")
+def test_the_command_line_never_imports_pandas():
+    """pyarrow would import pandas (0.2 to 0.3 s) at its first conversion; the command line tells it pandas is missing
+    (traceparse/own_process.py)."""
+    r = _fresh("import sys\nfrom traceparse.cli import main\n"
+               "try:\n    main(['analyze', '--no-cache', '-q', sys.argv[1]])\n"
+               "except SystemExit as e:\n    assert not e.code, e.code\n"
+               "assert 'pandas' not in sys.modules, 'pandas imported'", FIXTURE_RUNS / "ddp2")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(not PANDAS, reason="pandas is not installed")
+def test_as_a_library_pyarrow_keeps_pandas():
+    """In someone else's process traceparse changes nothing: Arrow still converts to pandas after an analysis."""
+    r = _fresh("import sys, traceparse, pyarrow as pa\ntraceparse.analyze([sys.argv[1]], use_cache=False)\n"
+               "assert pa.table({'a': [1]}).to_pandas()['a'][0] == 1", FIXTURE_RUNS / "ddp2")
+    assert r.returncode == 0, r.stderr

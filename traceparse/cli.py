@@ -16,6 +16,7 @@ import click
 
 from traceparse.version import __version__
 from traceparse.errors import TraceError, shown
+from traceparse.own_process import claim
 from traceparse.output import json_text
 
 
@@ -130,6 +131,7 @@ class Main(click.Group):
     """The command group: bad input (TraceError) exits 2 with one line; any other exception, a bug, exits 3."""
 
     def invoke(self, ctx):
+        claim()
         try:
             return super().invoke(ctx)
         except TraceError as e:

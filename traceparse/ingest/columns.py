@@ -19,7 +19,9 @@ from traceparse.ingest.categories import (
 )
 from traceparse.ingest.c10d_shapes import comm_from_shapes
 from traceparse.ingest.model import EMPTY_ARGS
+from traceparse.own_process import arrow_without_pandas
 
+arrow_without_pandas()  # before the first conversion below
 SHAPED_COMM = "^(c10d::|gloo:|symm_mem::|nccl:)"
 THOUSAND = pa.scalar(Decimal(1000), pa.decimal128(4, 0))
 US_DECIMAL = pa.decimal128(26, 3)
