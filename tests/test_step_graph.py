@@ -71,6 +71,39 @@ def test_a_slow_ranks_extra_work_costs_the_step_what_the_others_waited(two_ranks
     assert rank_excess(g, 0, []) is None
 
 
+def async_events(extra: bool) -> list:
+    """One step of a gloo rank whose all-reduce is asynchronous (DDP's last bucket): the call returns at once, the
+    main thread then blocks with no op recorded until the last rank has arrived and the data came back (TRANSFER_US
+    after), and gloo's worker ends its annotation 50 us after the thread resumed."""
+    call = 300 + (EXTRA_US if extra else 0)
+    resume = 300 + EXTRA_US + 5 + TRANSFER_US
+    evs = [thread_name(1, 1, "python"), thread_name(1, 9, "pt_gloo_runloop"), step(1, 0, 1000),
+           x("aten::mm", 100, 200)]
+    if extra:
+        evs.append(x("slow_extra", 300, EXTRA_US))
+    return evs + [x("c10d::allreduce_", call, 2, args=ALLREDUCE_ARGS),
+                  x("gloo:all_reduce", call + 5, resume + 50 - call - 5, cat="user_annotation", tid=9, args=GLOO_ARGS),
+                  x("aten::add", resume, 30)]
+
+
+def test_a_gap_in_which_the_last_peer_arrived_is_a_wait_for_it(tmp_path):
+    """Rank 0's main thread records no op from its asynchronous all-reduce's call until it resumes, and the operation
+    completes (gloo's annotation ends) only after that: neither a completion nor another thread's op ends in the gap,
+    but the last rank's arrival does. The gap is a wait for that release, so rank 1's extra op costs the step what
+    rank 0 waited: EXTRA_US (read as rank 0's time in no op, it would cost nothing)."""
+    paths = [write(tmp_path / f"rank{r}.json", trace(async_events(extra=r == 1), rank=r, world_size=2,
+                                                     info={"backend": "gloo"})) for r in (0, 1)]
+    con = load(paths, tmp_path / "s.duckdb")
+    (g,) = step_graphs(con)
+    con.close()
+    main = g.lanes[(0, "cpu", 1)]
+    k = main.times.index((300 + EXTRA_US + 5 + TRANSFER_US) * US)
+    (op,) = {d["op_id"] for d in g.ctx["done"][0]}
+    assert (main.kinds[k], main.deps[k]) == ("wait", ("release", 0, op))
+    assert replays_exactly(g) == []
+    assert rank_excess(g, 1, [0])["saved_ns"] == EXTRA_US * US
+
+
 def paced_events(pace: float, gap: int, latest_call: int) -> list:
     """One step of a gloo rank that spends much of it in Python: a matmul of 200 us times ``pace``, ``gap`` us in no
     op, the blocking all-reduce (released at ``latest_call``, the later rank's; TRANSFER_US of transfer), 108 us in no

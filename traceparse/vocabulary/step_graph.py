@@ -88,6 +88,8 @@ class StepGraph:
         blocks = [b for b in ctx["blocking"].get(r, []) if b["e"] > lo and b["s"] < we]
         done = ctx["done"].get(r, [])
         done_at = [d["done_ns"] for d in done]
+        released = sorted((d for d in done if d["released_by"] != r), key=lambda d: (d["released_ns"], d["op_id"]))
+        released_at = [d["released_ns"] for d in released]  # operations another rank released, by that moment
         acts = [a for a in ctx["acts"].get(r, []) if a["end_ns"] > lo and a["start_ns"] < we]
         acts_by_end = sorted(acts, key=lambda a: a["end_ns"])
         act_ends = [a["end_ns"] for a in acts_by_end]
@@ -108,7 +110,8 @@ class StepGraph:
         found = []  # (tid, start, end, dependency, the blocking interval)
         for b in blocks:
             s, e = max(b["s"], lo), min(b["e"], we)
-            dep = self._waited_for(r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends)
+            dep = self._waited_for(r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends, released,
+                                   released_at)
             if e > s and dep is not None:
                 found.append((b["tid"], s, e, dep, b))
         if not acts:  # a CPU-only rank also waits inside an op's own time, where no op records it (gloo)
@@ -197,7 +200,8 @@ class StepGraph:
                 out.append((d["tid"], max(gap[0], lo), d["done_ns"], ("comm", r, d["op_id"]), None))
         return out
 
-    def _waited_for(self, r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends):
+    def _waited_for(self, r, b, s, e, done, done_at, acts_by_end, act_ends, ops_by_end, op_ends, released,
+                    released_at):
         """What the blocking interval ``b`` of rank ``r`` (clipped to [s, e]) waited for, as a dependency, or None."""
         tid = b["tid"]
         if b["kind"] == "sync":
@@ -215,6 +219,9 @@ class StepGraph:
             o = latest(ops_by_end, op_ends, s, e, lambda o: o["tid"] != tid)
             if o is not None:
                 return ("cpu", r, o["tid"], o["e"])
+            d = latest(released, released_at, s, e, lambda d: d["done_ns"] >= e)
+            if d is not None:  # an operation in flight its last peer released inside the gap: the thread resumed
+                return ("release", r, d["op_id"])  # after it (gloo's worker ends its annotation later)
         return None
 
     def _finish(self, lane: Lane):

@@ -57,7 +57,9 @@ SELECT tid, name, s, e FROM nested WHERE prev_end IS NULL OR s >= prev_end;
 -- (a wait the profiler records no op for: a gloo Work's wait, the main thread waiting for the autograd engine's
 -- thread). A call waited for its own operation; a wait or a gap for the latest completion inside it of an operation
 -- the thread issued (cp_completions; a synchronization: a GPU activity's end); a gap without one, for the op of
--- another thread of the rank that ended last inside it; a gap without either was idle.
+-- another thread of the rank that ended last inside it, else for the release inside it of an operation of the rank
+-- still in flight (its last peer arrived, the thread resumed; gloo's worker annotation ends later); a gap without
+-- any of these was idle (traceparse/vocabulary/step_graph.py, _waited_for).
 CREATE OR REPLACE TEMP MACRO cp_blocking(r) AS TABLE
 SELECT tid, start_ns AS s, end_ns AS e, part AS kind, name, strategy, op_id FROM comm_intervals
 WHERE rank = r AND part IN ('call', 'wait') AND tid IS NOT NULL
