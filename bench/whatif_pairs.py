@@ -114,10 +114,10 @@ def measured_terms(run) -> dict:
     """The target run's measured step and its terms, as whatif reports them for the measured run (measured.py):
     compute, exposed communication per strategy, and the rest (other = step - compute - exposed)."""
     from traceparse.load.run import open_run
-    from traceparse.whatif.measured import _times
+    from traceparse.whatif.measured import times
 
     with open_run([_folder(run)]) as con:
-        got = _times(con)
+        got = times(con)
     step, compute = got["step_time_ns"]["value"], got["compute_ns"]["value"]
     exposed = {k: f["value"] for k, f in got["exposed_comm_ns"].items()}
     return {"step_time_ns": step, "compute_ns": compute, "exposed_comm_ns": exposed,

@@ -580,10 +580,13 @@ def test_the_replay_is_the_formula_for_equal_stages_and_more_for_a_heavy_one(for
 
 @pytest.mark.slow
 def test_without_straggler_takes_out_what_the_others_lose(forecast):
-    """--without-straggler removes the rank the run was built with (truth.json's straggler_rank). The compute of the
-    mean rank loses the straggler's excess over the others' mean; each strategy's exposed communication loses what
-    each other rank lost per step waiting for it x (N - 1) / N, shared by the strategies' waits for a late peer, down
-    to 0 at most; the rest of the step is kept, so the step shortens by the two (straggler.py)."""
+    """--without-straggler removes the rank the run was built with (truth.json's straggler_rank). The step is the
+    measured step less what the step graph's replay saves with that rank's work at its peers' median, the mean over
+    the profiled steps of the imbalance check's replay of the rank (imbalance.cost.per_step; a step where it was not
+    replayed saves 0). The compute of the mean rank loses the straggler's excess over the others' mean; each
+    strategy's exposed communication loses what each other rank lost per step waiting for it x (N - 1) / N, shared
+    by the strategies' waits for a late peer, down to 0 at most; other is the rest of the replayed step
+    (straggler.py)."""
     for run in ("straggler_ddp4", "straggler_dp2_tp2_r1", "quiet_straggler_ddp2"):
         doc = forecast(run, "without_straggler")
         with open_run([RUNS / run]) as con:
@@ -601,6 +604,30 @@ def test_without_straggler_takes_out_what_the_others_lose(forecast):
                  for s, f in doc["measured"]["exposed_comm_ns"].items()}
         assert removed["exposed_comm_ns"] == pytest.approx(
             {s: f["value"] - saved[s] for s, f in doc["measured"]["exposed_comm_ns"].items()})
-        assert removed["step_time_ns"] == pytest.approx(
-            doc["measured"]["step_time_ns"]["value"] - excess - sum(saved.values()))
+        per_step = imbalance["cost"]["per_step"]
+        replayed = sum((s["ranks"].get(str(removed["rank"])) or {}).get("saved_ns", 0) for s in per_step) / len(
+            per_step)
+        assert removed["replayed"] and removed["saved_per_step_ns"] == pytest.approx(replayed, abs=1)
+        assert removed["step_time_ns"] == pytest.approx(doc["measured"]["step_time_ns"]["value"] - replayed, abs=1)
+        assert 0 < replayed < doc["measured"]["step_time_ns"]["value"]
         assert doc["forecast_kind"]["kind"] == "straggler"
+
+
+@pytest.mark.slow
+def test_without_a_replay_the_straggler_removed_is_the_sum_of_its_terms():
+    """A document whose imbalance check replayed nothing (no step graph): the step is the measured step less what
+    compute and exposed communication lost, the rest kept (straggler.py)."""
+    from traceparse.whatif.measured import measured as measured_facts
+    from traceparse.whatif.straggler import without_straggler
+
+    with open_run([RUNS / "quiet_straggler_ddp2"]) as con:
+        doc = document(con, 10, {})
+        facts = measured_facts(con, doc)
+    doc["checks"]["imbalance"]["cost"] = None
+    out = without_straggler(facts, doc)
+    removed = out["straggler_removed"]["value"]
+    lost = facts["step_time_ns"]["value"] - removed["step_time_ns"]
+    assert not removed["replayed"] and removed["saved_per_step_ns"] == pytest.approx(lost)
+    terms = (facts["compute_ns"]["value"] - removed["compute_ns"]) + sum(
+        facts["exposed_comm_ns"][s]["value"] - v for s, v in removed["exposed_comm_ns"].items())
+    assert lost == pytest.approx(terms)

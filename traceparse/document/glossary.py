@@ -308,9 +308,11 @@ METRICS = {
     "whatif": (
         "Forecast of another layout of the same model (traceparse whatif)",
         "--without-straggler first takes the named straggler's cost out of the measured run (whatif/straggler.py): "
-        "the mean compute with its compute replaced by the others' mean, each strategy's exposed time less "
-        "straggler.lost_per_step_ns x (N - 1) / N in proportion to its waits for a late peer (never below 0), the "
-        "rest of the step kept, the step their sum; "
+        "the step = the measured step - the mean over the profiled steps of what the step graph's replay with the "
+        "straggler's work at its peers' median saves (imbalance.cost.per_step; without a step graph, the sum of the "
+        "terms); the mean compute with its compute replaced by the others' mean, each strategy's exposed time less "
+        "straggler.lost_per_step_ns x (N - 1) / N in proportion to its waits for a late peer (never below 0), other "
+        "the rest of the step; "
         "bytes_per_rank_per_step[strategy] = the communication volume (notes' count: all-reduce 2x; traceparse "
         "explain volume) by the notes' formula (comm_volume) with the target's degrees, ZeRO stage, "
         "m and v and the measured Phi (x measured tp pp / target tp pp x target layers / measured layers), delta, "

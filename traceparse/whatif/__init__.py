@@ -27,11 +27,8 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
     got = forecast(start, target)
     if start is not facts:
         removed = start["straggler_removed"]["value"]
-        got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: its compute "
-                                   "in the others' mean, the others' waits for it (each lost "
-                                   f"{duration(removed['lost_per_step_ns'])} per step) out of the exposed "
-                                   f"communication, the rest kept (whatif/straggler.py); then "
-                                   f"{got['how']['step_time']}")
+        got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: "
+                                   f"{_removal(removed)} (whatif/straggler.py); then {got['how']['step_time']}")
     facts_b = bounds(doc["metadata"]["values"] if given is None else given)
     why = excluded(got["target"], facts_b, got["inputs"]["layers"]["value"],
                    got["prediction"]["memory_per_device_bytes"])
@@ -41,6 +38,16 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
             "without_straggler": start["straggler_removed"]["value"] if start is not facts else None,
             "forecast_kind": kind(restated(facts), got["target"], model_layers(facts)),
             "remedy": remedy(got["prediction"], got["how"])}
+
+
+def _removal(removed: dict) -> str:
+    if removed["replayed"]:
+        return (f"its step graph replayed with the straggler's work at its peers' median, "
+                f"{duration(removed['saved_per_step_ns'])} shorter per step; its compute in the others' mean, the "
+                f"others' waits for it (each lost {duration(removed['lost_per_step_ns'])} per step) out of the "
+                "exposed communication, the rest of the replayed step as other")
+    return ("its compute in the others' mean, the others' waits for it (each lost "
+            f"{duration(removed['lost_per_step_ns'])} per step) out of the exposed communication, the rest kept")
 
 
 def sweep_document(con, doc: dict, given: dict, device_memory_bytes=None) -> dict:

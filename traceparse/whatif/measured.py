@@ -58,11 +58,10 @@ def measured(con, doc: dict) -> dict:
                         "bubble.order: the run's reconstructed order of forward and backward work per rank")
     out["action_ns"] = fact(acts or None, "bubble.action_ns: compute of one forward (F), backward (B) or split "
                                           "backward (I, W) per (virtual) stage and micro-batch, mean over ranks and steps")
-    con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
-    con.execute(sql_file(__package__, "measured.sql"))
+    terms = times(con)  # measured.sql's views made
     out["world_size"] = fact(con.table("whatif_world").fetchall()[0][0],
                              "ranks: the job's world size (the traces' distributedInfo), else the ranks loaded")
-    out.update(_times(con))
+    out.update(terms)
     out["comm_fit"] = _comm_fit(con)
     out["action_overhead_ns"] = calibrated_overhead(out, layout(out))
     return out
@@ -80,8 +79,11 @@ def model_layers(m: dict):
     return (m["L_local"]["value"] or 0) * (m["pp"]["value"] or 1) or None
 
 
-def _times(con) -> dict:
-    """Step, compute and exposed communication per strategy: means per rank per step window (measured.sql)."""
+def times(con) -> dict:
+    """Step, compute and exposed communication per strategy: means per rank per step window (measured.sql, whose
+    views it makes, after what they read: optimizer_spans.sql)."""
+    con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
+    con.execute(sql_file(__package__, "measured.sql"))
     step, compute, _ = con.table("whatif_times").fetchall()[0]
     exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")
                for s, ns in con.table("whatif_exposed").order("strategy").fetchall()}

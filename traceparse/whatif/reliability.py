@@ -42,9 +42,9 @@ KINDS = {
                      ("quiet, pipeline: 1F1B m = 8 from GPipe m = 4 (2 ranks)", -0.25)],
                     "exposed pp: the waits of a blocking send/recv grow with the transfers in flight"),
     "straggler": ("the named straggler brought to the others' pace (--without-straggler)",
-                  [("straggler removed: DDP, rank 2 slow", 0.18), ("straggler removed: dp2 x tp2, rank 3 slow", 1.18),
-                   ("straggler removed: dp2 x tp2, rank 1 slow", 0.32),
-                   ("quiet, straggler removed: DDP, rank 1 slow (2 ranks)", -0.09)],
+                  [("straggler removed: DDP, rank 2 slow", 0.21), ("straggler removed: dp2 x tp2, rank 3 slow", 1.10),
+                   ("straggler removed: dp2 x tp2, rank 1 slow", 0.34),
+                   ("quiet, straggler removed: DDP, rank 1 slow (2 ranks)", -0.03)],
                   "compute: on a host with fewer cores than ranks the straggler's extra work slowed the others' "
                   "compute too, and the run without it (generated at another time) ran on a less loaded host"),
     "zero1": ("the ZeRO stage 0 -> 1 (same N_DP)", [("data parallel: ZeRO-1 from DDP", -0.24),

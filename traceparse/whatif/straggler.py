@@ -1,23 +1,27 @@
 """The measured run as it would have been without its straggler (``whatif --without-straggler``).
 
 The imbalance check names a straggler when it arrives late beyond chance, costs the others a material share of the
-step, and the critical path runs through it most (analyzers/imbalance.py). Its cost is what each other rank loses
-per step waiting for it (``straggler.lost_per_step_ns``: per other rank and step, the union of the spans from the
-next latest member's arrival to its own over the collectives it arrived last at). Brought to the others' pace, the step shortens by that much:
-the others no longer wait, and the straggler no longer works longer than they do. The terms follow:
+step, and the critical path runs through it most (analyzers/imbalance.py). Brought to the others' pace, the step is
+what the step graph replays with the straggler's work at its peers' median (``imbalance.cost.per_step``: per
+profiled step, ``savings.rank_excess`` on that step's graph, each of the rank's ops and its time in no op scaled to
+its peers' median; the others' ops, the transfers and every dependency as measured). The step is the measured step
+less the mean of what those replays save. The terms follow, so that a target layout can be forecast from them:
 
 - compute (mean over ranks): the straggler's compute replaced by the others' mean;
-- exposed communication: each other rank's waits shorten by the loss, so the mean over ranks by the loss x (N - 1)
-  / N, taken from each strategy in proportion to its waits for a late peer (overlap.per_strategy.waiting_ns), never
+- exposed communication: each other rank's waits shorten by what it lost waiting for the straggler
+  (``straggler.lost_per_step_ns``: per other rank and step, the union of the spans from the next latest member's
+  arrival to its own over the collectives it arrived last at), so the mean over ranks by the loss x (N - 1) / N,
+  taken from each strategy in proportion to its waits for a late peer (overlap.per_strategy.waiting_ns), never
   below 0 (no more waiting is saved than there was exposed communication);
-- other (the step less compute and exposed communication: idle, Python, launches): kept, the others' overheads do
-  not depend on the straggler;
-- step: the sum, the measured step less what compute and exposed communication lost. When the straggler's extra
-  work is what the others waited for, that is the loss: (N - 1) / N of it from the waits, 1 / N from the compute.
+- other (the step less compute and exposed communication: idle, Python, launches): what is left of the replayed
+  step.
 
-The target layout is then forecast from these facts as from any measured run (``forecast.forecast``); a pipeline's
-per-action overhead is calibrated again on the shorter step.
+Where the document has no replay (no step graph), the step is the measured step less what compute and exposed
+communication lost. The target layout is then forecast from these facts as from any measured run
+(``forecast.forecast``); a pipeline's per-action overhead is calibrated again on the shorter step.
 """
+
+import statistics
 
 from traceparse.errors import TraceError
 from traceparse.layout.model_facts import fact
@@ -50,7 +54,8 @@ def without_straggler(m: dict, doc: dict) -> dict:
     total = sum(waits.values())
     cut = {s: min(f["value"], drop * waits.get(s, 0) / total) if total and f["value"] is not None else 0
            for s, f in m["exposed_comm_ns"].items()}  # never below 0: no more waiting saved than was exposed
-    saved = excess + sum(cut.values())
+    replayed = _replayed_saving(imbalance, rank)
+    saved = replayed if replayed is not None else excess + sum(cut.values())
     out["compute_ns"] = fact(compute - excess,
                              f"{m['compute_ns']['source']}, {src}: its compute ({duration(own)}) replaced by the "
                              f"others' mean ({duration(mean_others)})")
@@ -59,15 +64,28 @@ def without_straggler(m: dict, doc: dict) -> dict:
                 f"{f['source']}, {src}: less the loss x (N - 1) / N in proportion to the strategy's waits for a late "
                 "peer (overlap.per_strategy.waiting_ns), never below 0")
         for s, f in m["exposed_comm_ns"].items()}
-    out["step_time_ns"] = fact(step - saved, f"{m['step_time_ns']['source']}, less what the straggler's removal takes "
-                                             f"from the mean compute and exposed communication ({duration(saved)}; "
-                                             f"each other rank lost {duration(lost)} per step waiting for straggler "
-                                             f"rank {rank}, imbalance.straggler.lost_per_step_ns), the rest kept")
-    out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "step_time_ns": step - saved,
+    how = (f"the step graph replayed with its work at its peers' median saves {duration(saved)} per profiled step "
+           "(imbalance.cost.per_step, savings.rank_excess)" if replayed is not None else
+           f"less what the straggler's removal takes from the mean compute and exposed communication "
+           f"({duration(saved)}; each other rank lost {duration(lost)} per step waiting for it, "
+           "imbalance.straggler.lost_per_step_ns), the rest kept")
+    out["step_time_ns"] = fact(step - saved, f"{m['step_time_ns']['source']}, without straggler rank {rank}: {how}")
+    out["straggler_removed"] = fact({"rank": rank, "lost_per_step_ns": lost, "saved_per_step_ns": saved,
+                                     "replayed": replayed is not None, "step_time_ns": step - saved,
                                      "compute_ns": out["compute_ns"]["value"],
                                      "exposed_comm_ns": {s: f["value"] for s, f in out["exposed_comm_ns"].items()}},
                                     "imbalance.straggler: the named straggler and what each other rank loses per "
-                                    "step waiting for it; the run's step, compute and exposed communication without "
-                                    "it")
+                                    "step waiting for it; imbalance.cost.per_step: what the replay without it saves; "
+                                    "the run's step, compute and exposed communication without it")
     out["action_overhead_ns"] = calibrated_overhead(out, layout(out))  # a pipeline's, on the shorter step
     return out
+
+
+def _replayed_saving(imbalance: dict, rank: int) -> int | None:
+    """The mean over the profiled steps of what the step graph's replay saves with ``rank``'s work at its peers'
+    median (``imbalance.cost.per_step``: a step where the rank was not among those replayed, or saved nothing,
+    counts 0); None where the check replayed nothing (no step graph)."""
+    per_step = (imbalance.get("cost") or {}).get("per_step")
+    if not per_step:
+        return None
+    return round(statistics.fmean((s["ranks"].get(str(rank)) or {}).get("saved_ns", 0) for s in per_step))
