@@ -355,9 +355,47 @@ def test_cli_text_and_json():
     doc = json.loads(got.stdout)
     assert set(doc["prediction"]) == {"step_time_ns", "bubble", "bubble_replay", "bytes_per_rank_per_step",
                                       "memory_per_device_bytes", "exposed_comm_ns", "compute_ns", "other_ns",
-                                      "activation_bytes"}
+                                      "activation_bytes", "step_time_range_ns"}
     bad = runner.invoke(main, ["whatif", str(RUNS / "ddp4"), "--layout", "warp=9"])
     assert bad.exit_code == 2 and "unknown keys warp" in bad.output
+
+
+def profiler_step_means(run: str) -> dict:
+    """{N: the mean over ranks of ProfilerStep#N's duration in ns}, read from the run's trace files themselves."""
+    import gzip
+    import re
+
+    got = {}
+    for f in sorted((RUNS / run).glob("rank*.json.gz")):
+        for e in json.loads(gzip.open(f).read())["traceEvents"]:
+            m = re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name")))
+            if m and e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu"):
+                got.setdefault(int(m[1]), []).append(round(float(e["dur"]) * 1000))
+    return {n: sum(v) / len(v) for n, v in got.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run,target", [("ddp4", "dp=4"), ("pp4_1f1b_m4", "microbatches=4"),
+                                        ("quiet_ddp2", "zero_stage=0")])
+def test_the_measured_layouts_range_is_its_steps(forecast, run, target):
+    """Forecast from each profiled step's own terms, the run's own layout gives back each step: the range is the
+    least and the greatest of the profiled steps' mean lengths (ProfilerStep#N, read from the trace files), within
+    1 us (Kineto writes microseconds with three decimals)."""
+    steps = profiler_step_means(run)
+    got = forecast(run, target)["prediction"]["step_time_range_ns"]
+    assert got["steps"] == len(steps) >= 2
+    assert got["low_ns"] == pytest.approx(min(steps.values()), abs=1000)
+    assert got["high_ns"] == pytest.approx(max(steps.values()), abs=1000)
+
+
+@pytest.mark.slow
+def test_a_straggler_removed_ranges_over_its_steps_replays(forecast):
+    """Without its straggler, each profiled step's forecast is that step less its own replay's saving: the range
+    holds the forecast from the means, and the target run's measured step lies within it on the quiet pair."""
+    doc = forecast("quiet_straggler_ddp2", "without_straggler")
+    r, step = doc["prediction"]["step_time_range_ns"], doc["prediction"]["step_time_ns"]
+    assert r["steps"] == 4 and r["low_ns"] <= step <= r["high_ns"]
+    assert r["low_ns"] <= measured_terms("quiet_ddp2")["step"] <= r["high_ns"]
 
 
 # --- --sweep ---------------------------------------------------------------------------------------

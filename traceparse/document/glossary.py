@@ -345,7 +345,10 @@ METRICS = {
         "action) / (1 - bubble). --sweep: every "
         "dp x tp x pp of the world size (cp, sp, ep as measured), every ZeRO stage where dp > 1, 1F1B with m = "
         "max(m, N_PP) and interleaved v = 2 where the layers divide into 2 N_PP chunks; excluded when TP > "
-        "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory",
+        "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory. "
+        "step_time_range_ns = the least and greatest of the same forecast made from each profiled step's own "
+        "step, compute and exposed communication (means over that step's rank windows; a pipeline's overhead "
+        "per action calibrated on it; the straggler's replay of that step)",
         "step_time_ns, compute_ns, exposed_comm_ns, other_ns per rank per step; volume per rank per step; memory per "
         "device; bubble a "
         "fraction of the step; every input with its source in inputs and measured",

@@ -39,6 +39,15 @@ def _kind_lines(doc: dict) -> list[str]:
     return out
 
 
+def _range_lines(r: dict | None) -> list[str]:
+    """The forecast's range over the source run's profiled steps (whatif step_time_range_ns), a line or none."""
+    return [f"  from each of the {r['steps']} profiled steps' own terms: {_range(r)}"] if r else []
+
+
+def _range(r: dict) -> str:
+    return f"{_ms(r['low_ns'])} to {_ms(r['high_ns'])}"
+
+
 def render_whatif(doc: dict) -> str:
     t, p, m = doc["target"], doc["prediction"], doc["measured"]
     removed = doc.get("without_straggler")
@@ -48,6 +57,7 @@ def render_whatif(doc: dict) -> str:
         if removed else "")
     lines = [f"target: {layout_name(t)} ({t['world_size']} ranks{also})",
              f"step time: {_ms(p['step_time_ns'])} (measured run: {_ms(m['step_time_ns']['value'])})",
+             *_range_lines(p.get("step_time_range_ns")),
              *_kind_lines(doc),
              f"  how: {doc['how']['step_time']}",
              f"  = compute {_ms(p['compute_ns'])} + exposed communication "
@@ -245,6 +255,8 @@ def _forecast_table_html(doc: dict) -> str:
     """One forecast as an HTML table: each term of the step, the bubble and the memory, beside the measured run's."""
     p, m = doc["prediction"], doc["measured"]
     rows = [("step time", _ms(p["step_time_ns"]), _ms(m["step_time_ns"]["value"])),
+            *[(f"step time from each of the {r['steps']} profiled steps", _range(r), "")
+              for r in [p.get("step_time_range_ns")] if r],
             ("compute", _ms(p["compute_ns"]), _ms(m["compute_ns"]["value"]))]
     for k, ns in p["exposed_comm_ns"].items():
         got = m["exposed_comm_ns"].get(k)

@@ -7,8 +7,10 @@ step time, what would make it forecastable (``reliability``). The models are in 
 """
 
 from traceparse.errors import TraceError
+from traceparse.layout.model_facts import fact
 from traceparse.whatif.forecast import forecast
-from traceparse.whatif.measured import layout, measured, model_layers
+from traceparse.whatif.measured import layout, measured, model_layers, per_step
+from traceparse.whatif.pipeline import calibrated_overhead
 from traceparse.whatif.reliability import kind, remedy
 from traceparse.whatif.straggler import without_straggler
 from traceparse.whatif.sweep import bounds, excluded, restated, sweep
@@ -25,6 +27,7 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
     facts = measured(con, doc)
     start = without_straggler(facts, doc) if target.get("without_straggler") else facts
     got = forecast(start, target)
+    got["prediction"]["step_time_range_ns"] = _range(con, facts, doc, target)
     if start is not facts:
         removed = start["straggler_removed"]["value"]
         got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: "
@@ -40,7 +43,27 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
             "remedy": remedy(got["prediction"], got["how"])}
 
 
+def _range(con, facts: dict, doc: dict, target: dict) -> dict | None:
+    """``{low_ns, high_ns, steps}``: the least and greatest of the same forecast made from each profiled step's own
+    measured step, compute and exposed communication (``measured.per_step``; a pipeline's overhead per action
+    calibrated on that step; the straggler's replay of that step): how far the source run's step-to-step variation
+    moves the forecast. None with fewer than two profiled steps or without a step time on each."""
+    got = []
+    for step, terms in per_step(con).items():
+        m = {**facts, **terms, "exposed_comm_ns": {
+            s: terms["exposed_comm_ns"].get(s) or fact(0, f"no {s} communication in profiled step {step}")
+            for s in facts["exposed_comm_ns"]}}
+        m["action_overhead_ns"] = calibrated_overhead(m, layout(m))
+        if target.get("without_straggler"):
+            m = without_straggler(m, doc, step)
+        got.append(forecast(m, target)["prediction"]["step_time_ns"])
+    if len(got) < 2 or any(v is None for v in got):
+        return None
+    return {"low_ns": min(got), "high_ns": max(got), "steps": len(got)}
+
+
 def _removal(removed: dict) -> str:
+    """How the straggler was taken out (``without_straggler``: by replay, or the terms' sum without a step graph)."""
     if removed["replayed"]:
         return (f"its step graph replayed with the straggler's work at its peers' median, "
                 f"{duration(removed['saved_per_step_ns'])} shorter per step; its compute in the others' mean, the "

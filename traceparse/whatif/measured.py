@@ -96,6 +96,23 @@ def times(con) -> dict:
             "exposed_comm_ns": exposed}
 
 
+def per_step(con) -> dict:
+    """{step: the facts of ``times`` measured on that profiled step alone (its step, compute and exposed communication
+    per strategy: means over its rank windows; the optimizer's time as the run's mean)}, for each step's own forecast.
+    Reads measured.sql's views (``times`` makes them)."""
+    exposed = {}
+    for step, strategy, ns in con.table("whatif_step_exposed").order("step, strategy").fetchall():
+        exposed.setdefault(step, {})[strategy] = ns
+    src = "window_totals of profiled step {}: mean over its rank windows"
+    return {step: {"step_time_ns": fact(ns, f"{src.format(step)} (window_ns)"),
+                   "compute_ns": fact(compute, f"{src.format(step)} (compute_ns)"),
+                   "exposed_comm_ns": {s: fact(v, f"window_strategy_comm of profiled step {step}: (comm_ns - "
+                                                  "hidden_ns) summed / its rank windows")
+                                       for s, v in exposed.get(step, {}).items()}}
+            for step, ns, compute in con.table("whatif_step_times").order("step").project(
+                "step, step_ns, compute_ns").fetchall()}
+
+
 def _comm_fit(con) -> list[dict]:
     """Per (strategy, op, group size): time = latency + bytes / bandwidth (measured.sql, whatif_comm_fit)."""
     return [{"strategy": s, "op": op, "group_size": g, "ops": n, "sizes": sizes, "latency_ns": a,

@@ -17,6 +17,16 @@ CREATE OR REPLACE TEMP VIEW whatif_exposed AS
 SELECT strategy, sum(comm_ns - hidden_ns) / greatest((SELECT windows FROM whatif_times), 1) AS exposed_ns
 FROM window_strategy_comm WHERE step IS NOT NULL GROUP BY 1;
 
+-- whatif_step_times, whatif_step_exposed: the same per profiled step (means over that step's rank windows), from which
+-- each step's own forecast gives a forecast's range (whatif/__init__.py).
+CREATE OR REPLACE TEMP VIEW whatif_step_times AS
+SELECT step, avg(window_ns) AS step_ns, avg(compute_ns) AS compute_ns, count(*) AS windows
+FROM window_totals WHERE step IS NOT NULL GROUP BY step;
+
+CREATE OR REPLACE TEMP VIEW whatif_step_exposed AS
+SELECT c.step, c.strategy, sum(c.comm_ns - c.hidden_ns) / any_value(t.windows) AS exposed_ns
+FROM window_strategy_comm c JOIN whatif_step_times t ON t.step = c.step GROUP BY c.step, c.strategy;
+
 -- whatif_optimizer: the compute inside the main thread's optimizer annotations (optimizer_spans), per rank-step window.
 CREATE OR REPLACE TEMP VIEW whatif_optimizer AS
 SELECT sum(e - s) / greatest((SELECT windows FROM whatif_times), 1) AS optimizer_ns FROM interval_intersect(

@@ -30,9 +30,10 @@ from traceparse.whatif.pipeline import calibrated_overhead
 from traceparse.units import duration
 
 
-def without_straggler(m: dict, doc: dict) -> dict:
+def without_straggler(m: dict, doc: dict, profiled_step=None) -> dict:
     """The facts ``m`` (measured.measured) with the named straggler's cost taken out; TraceError where the run has
-    no named straggler (the imbalance check's reason said)."""
+    no named straggler (the imbalance check's reason said). ``profiled_step``: the facts are those of that profiled
+    step alone (measured.per_step), and so is the replay's saving."""
     imbalance = doc["checks"]["imbalance"]
     if imbalance.get("straggler_verdict") != "named":
         why = imbalance.get("straggler_reason") or imbalance.get("straggler_verdict") or "no imbalance check"
@@ -54,7 +55,7 @@ def without_straggler(m: dict, doc: dict) -> dict:
     total = sum(waits.values())
     cut = {s: min(f["value"], drop * waits.get(s, 0) / total) if total and f["value"] is not None else 0
            for s, f in m["exposed_comm_ns"].items()}  # never below 0: no more waiting saved than was exposed
-    replayed = _replayed_saving(imbalance, rank)
+    replayed = _replayed_saving(imbalance, rank, profiled_step)
     saved = replayed if replayed is not None else excess + sum(cut.values())
     out["compute_ns"] = fact(compute - excess,
                              f"{m['compute_ns']['source']}, {src}: its compute ({duration(own)}) replaced by the "
@@ -81,11 +82,11 @@ def without_straggler(m: dict, doc: dict) -> dict:
     return out
 
 
-def _replayed_saving(imbalance: dict, rank: int) -> int | None:
-    """The mean over the profiled steps of what the step graph's replay saves with ``rank``'s work at its peers'
-    median (``imbalance.cost.per_step``: a step where the rank was not among those replayed, or saved nothing,
-    counts 0); None where the check replayed nothing (no step graph)."""
-    per_step = (imbalance.get("cost") or {}).get("per_step")
+def _replayed_saving(imbalance: dict, rank: int, step=None) -> int | None:
+    """The mean over the profiled steps (``step``: that step's alone) of what the step graph's replay saves with
+    ``rank``'s work at its peers' median (``imbalance.cost.per_step``: a step where the rank was not among those
+    replayed, or saved nothing, counts 0); None where the check replayed nothing (no step graph)."""
+    per_step = [s for s in (imbalance.get("cost") or {}).get("per_step") or () if step is None or s["step"] == step]
     if not per_step:
         return None
     return round(statistics.fmean((s["ranks"].get(str(rank)) or {}).get("saved_ns", 0) for s in per_step))
