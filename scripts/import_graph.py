@@ -19,7 +19,7 @@ LAYERS = (
     ("foundation", ("traceparse.version", "traceparse.errors", "traceparse.axes", "traceparse.stats",
                     "traceparse.thresholds", "traceparse.rule_files", "traceparse.progress", "traceparse.output",
                     "traceparse.units", "traceparse.status", "traceparse.escape", "traceparse.bounds",
-                    "traceparse.cache_dir")),
+                    "traceparse.cache_dir", "traceparse.own_process")),
     ("ingest", ("traceparse.ingest",)),
     ("models", ("traceparse.models",)),
     ("store", ("traceparse.store",)),

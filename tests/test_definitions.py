@@ -1,5 +1,5 @@
-"""The predicates that decide what an event or an operation is are written once, in traceparse/store/macros.sql, and
-every stage selects with them (docs/schema.md, One definition each): their values on small inputs, worked out from
+"""The predicates that decide what an event or an operation is are written once, in traceparse/store/macros.sql (the
+job's size in traceparse/vocabulary/world.sql), and every stage selects with them (docs/schema.md, One definition each): their values on small inputs, worked out from
 PyTorch's own names, and a scan that no SQL or Python beside them spells one of them again."""
 
 import re
@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESPELLED = re.compile(
     r"""(starts_with\([^)]*|LIKE\s+|regexp_matches\([^)]*)'+\^?(ProfilerStep#|Optimizer\\?\.|autograd::)"""
     r"""|startswith\(\s*["'](ProfilerStep#|Optimizer\.|autograd::)"""
-    r"""|coalesce\(\s*\w*\.?exec_ts_ns\s*\+\s*\w*\.?exec_dur_ns""")
+    r"""|coalesce\(\s*\w*\.?exec_ts_ns\s*\+\s*\w*\.?exec_dur_ns"""
+    r"""|(max|min|any_value|first)\(\s*\w*\.?world_size\s*\)""")  # the job's size: vocabulary/world.sql
+OWNERS = ("macros.sql", "world.sql")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def test_no_stage_spells_a_predicate_again():
     found = []
     for folder in ("traceparse", "analyzers"):
         for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix not in (".sql", ".py") or path.name == "macros.sql" or "__pycache__" in path.parts:
+            if path.suffix not in (".sql", ".py") or path.name in OWNERS or "__pycache__" in path.parts:
                 continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if RESPELLED.search(line) and not line.lstrip().startswith(("--", "#")):
@@ -66,4 +68,22 @@ def test_the_scan_finds_a_respelled_predicate():
     assert RESPELLED.search("AND name LIKE 'ProfilerStep#%'")
     assert RESPELLED.search('kind = "B" if t["name"].startswith("autograd::") else "F"')
     assert RESPELLED.search("SELECT coalesce(o.exec_ts_ns + o.exec_dur_ns, o.host_ts_ns + o.host_dur_ns)")
+    assert RESPELLED.search("(SELECT max(world_size) FROM ranks)")
     assert not RESPELLED.search("WHERE is_optimizer(e.name)")
+
+
+@pytest.mark.parametrize("stated, comm, want", [
+    ([4, 4], True, (4, 2, 4)),  # two ranks of a job of 4 that says so
+    ([2, 4], True, (None, 2, None)),  # files that disagree (--allow-mixed) state no size
+    ([None], True, (None, 1, None)),  # one rank's trace of a larger job that names no size: unknown
+    ([None, None], False, (None, 2, 2)),  # no communication: nothing says another rank exists
+])
+def test_the_jobs_size(stated, comm, want):
+    """vocabulary/world.sql: (stated, loaded, world_size) from each rank's distributedInfo world size."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE ranks (rank INTEGER, world_size INTEGER); CREATE TABLE comm_ops (rank INTEGER)")
+    c.executemany("INSERT INTO ranks VALUES (?, ?)", list(enumerate(stated)))
+    if comm:
+        c.execute("INSERT INTO comm_ops VALUES (0)")
+    c.execute(sql_file("traceparse.vocabulary", "world.sql"))
+    assert c.execute("SELECT stated, loaded, world_size FROM world").fetchone() == want

@@ -6,11 +6,11 @@ from traceparse.store.query import rows, sql_file
 def run_info(con) -> dict:
     ranks = rows(con, "SELECT * FROM ranks ORDER BY rank")
     steps = [r["step"] for r in rows(con, "SELECT DISTINCT step FROM steps ORDER BY step")]
-    world = {r["world_size"] for r in ranks if r["world_size"] is not None}
+    con.execute(sql_file("traceparse.vocabulary", "world.sql"))
     return {
         "files": [r["file"] for r in ranks],
         "ranks": [r["rank"] for r in ranks],
-        "world_size": world.pop() if len(world) == 1 else None,
+        "world_size": con.table("world").project("stated").fetchall()[0][0],
         "steps": steps,
         "backend": sorted({r["backend"] for r in ranks if r["backend"]}),
         "devices": sorted({r["device_name"] for r in ranks if r["device_name"]}),

@@ -33,6 +33,7 @@ of a chain with 2m micro-batches.
 from collections import Counter
 
 from traceparse.axes import AXES, MODEL_AXES
+from traceparse.store.query import sql_file
 from traceparse.vocabulary.placement import placement
 
 FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
@@ -60,12 +61,9 @@ def infer_layout(con) -> dict:
 
 
 def _world(con):
-    """The job's rank count: distributedInfo's world size; without it, the ranks loaded when no rank records any
-    communication (nothing says another rank exists), else unknown (None: one rank's trace of a job names no size)."""
-    return con.execute(
-        """SELECT coalesce(max(world_size),
-                           CASE WHEN NOT EXISTS (SELECT 1 FROM comm_ops) THEN count(*) END) FROM ranks"""
-    ).fetchone()[0]
+    """The job's rank count (vocabulary/world.sql: world_size; None where unknown)."""
+    con.execute(sql_file("traceparse.vocabulary", "world.sql"))
+    return con.table("world").project("world_size").fetchall()[0][0]
 
 
 def _degree(axis, sizes, world):

@@ -169,8 +169,9 @@ SELECT c.rank, c.op_id,
        coalesce(x.exec_stream, ge.exec_stream) AS exec_stream, coalesce(x.kernel, ge.kernel) AS kernel
 FROM call c
 -- 'Global rank start/stride' make a group only when its ranks are ranks of the job (int32, at most the
--- world size, else 4096): a parsed start, stride or size must not build a list of billions (guard)
-CROSS JOIN LATERAL (SELECT c.group_size BETWEEN 1 AND coalesce((SELECT max(world_size) FROM ranks), 4096)
+-- world size the traces state, vocabulary/world.sql, else 4096): a parsed start, stride or size must not build a
+-- list of billions (guard)
+CROSS JOIN LATERAL (SELECT c.group_size BETWEEN 1 AND coalesce((SELECT stated FROM world), 4096)
                            AND c.rank_start BETWEEN 0 AND 2147483647
                            AND c.rank_start + (c.group_size - 1) * coalesce(c.rank_stride, 1) BETWEEN 0 AND 2147483647
                            AS fits) s

@@ -47,10 +47,10 @@ CREATE TEMP TABLE base AS
 SELECT c.rank, c.op_id, c.step, c.op, c.source, c.kernel, c.bytes_in, c.bytes_out,
        c.group_size, c.group_ranks, member_key(c.group_ranks) AS group_key,
        c.pg_name, c.pg_desc, c.peer,
-       (SELECT max(world_size) FROM ranks) AS world_size,
+       (SELECT world_size FROM world) AS world_size,
        group_axis(c.pg_desc, c.pg_name) AS axis,
        CASE WHEN c.group_ranks IS NULL THEN NULL
-            WHEN len(c.group_ranks) = (SELECT max(world_size) FROM ranks) THEN 'world'
+            WHEN len(c.group_ranks) = (SELECT world_size FROM world) THEN 'world'
             WHEN len(c.group_ranks) = 1 THEN 'single'
             WHEN list_sort(c.group_ranks) = range(list_min(c.group_ranks), list_min(c.group_ranks) + len(c.group_ranks))
                 THEN 'contiguous'

@@ -31,7 +31,8 @@ from traceparse.store.schema import ddl
 from traceparse.vocabulary import UNTAGGED
 
 RAW = tuple(SCHEMAS)  # the parser's staged tables (ingest/rank.py)
-PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.store", "derive.sql"),
+PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.vocabulary", "world.sql"),
+            ("traceparse.store", "derive.sql"),
             ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"),
             ("traceparse.vocabulary", "gpu_activity.sql"))
 

@@ -60,7 +60,7 @@ def measured(con, doc: dict) -> dict:
                                           "backward (I, W) per (virtual) stage and micro-batch, mean over ranks and steps")
     terms = times(con)  # measured.sql's views made
     out["world_size"] = fact(con.table("whatif_world").fetchall()[0][0],
-                             "ranks: the job's world size (the traces' distributedInfo), else the ranks loaded")
+                             "world (vocabulary/world.sql): the job's world size, else the ranks loaded")
     out.update(terms)
     out["comm_fit"] = _comm_fit(con)
     out["action_overhead_ns"] = calibrated_overhead(out, layout(out))
@@ -81,8 +81,9 @@ def model_layers(m: dict):
 
 def times(con) -> dict:
     """Step, compute and exposed communication per strategy: means per rank per step window (measured.sql, whose
-    views it makes, after what they read: optimizer_spans.sql)."""
-    con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
+    views it makes, after what they read: optimizer_spans.sql, world.sql)."""
+    for name in ("optimizer_spans.sql", "world.sql"):
+        con.execute(sql_file("traceparse.vocabulary", name))
     con.execute(sql_file(__package__, "measured.sql"))
     step, compute, _ = con.table("whatif_times").fetchall()[0]
     exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")

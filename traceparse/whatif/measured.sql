@@ -3,9 +3,9 @@
 -- compute_intervals, comm_ops and optimizer_spans (vocabulary/optimizer_spans.sql, run first). TEMP views of the
 -- connection.
 
--- whatif_world: the job's world size (the traces' distributedInfo), else the ranks loaded.
+-- whatif_world: the job's world size (vocabulary/world.sql, run first), else the ranks loaded.
 CREATE OR REPLACE TEMP VIEW whatif_world AS
-SELECT coalesce(max(world_size), count(*)) AS world_size FROM ranks;
+SELECT coalesce(world_size, loaded) AS world_size FROM world;
 
 -- whatif_times: step time and compute, means over the rank-step windows, and how many windows there are.
 CREATE OR REPLACE TEMP VIEW whatif_times AS
