@@ -10,6 +10,8 @@ per_rank.py, and copied into the store; tagging and layout inference select from
   pipeline_marks.sql  pipeline_marks: the pipeline-schedule annotations, parsed once
   (and, after derive.sql, interval_geometry.sql: each interval placed in its window, before the tags;
   op_self_times.sql: op_self_times, the compute floor's per-rank part; per_rank.py lists the order)
+Made by each reader, as a TEMP view of its connection:
+  world.sql           world: the job's size (stated, loaded, world_size), one row
 Across ranks, before tagging (``CROSS_RANK``, ``build_cross_rank``: run on the copied per-rank tables):
   complete_steps.sql  incomplete_steps: the steps a rank cut short did not finish, left out of step_windows for
                       every rank (a complete step is defined there, once)

@@ -5,6 +5,7 @@ per batch, not per file) and runs, over every rank of the batch at once (the SQL
   per_rank.sql            their events on the run's clock with their step and thread name; their steps, threads,
                           recorded shapes, communication args and memory
   ``UNTAGGED``            main threads, step windows, backward passes, pipeline marks
+  world.sql               the job's size as their headers state it (derive's guard)
   store/derive.sql        their communication operations (comm_ops before groups and tags), their kernel links and
                           why a size is unknown
   interval_geometry.sql   their intervals of compute and communication, placed in their windows
