@@ -31,6 +31,7 @@ LAYERS = (
     ("document", ("traceparse.document",)),
     ("history", ("traceparse.history",)),
     ("whatif", ("traceparse.whatif",)),
+    ("hang", ("traceparse.hang",)),
     ("render", ("traceparse.render",)),
     ("profiler", ("traceparse.profiler",)),
     ("entry", ("traceparse.cli", "traceparse")),

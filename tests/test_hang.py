@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from fixtures.hang import CASES as JOBS
 from fixtures.hang import nccl_variant
 from traceparse.cli import main
-from traceparse.document.hang import hang_document
+from traceparse.hang.forensics import hang_document
 from traceparse.ingest.flight_recorder import is_dump
 from traceparse.load.run import open_run
 
@@ -424,7 +424,7 @@ def test_divergences_that_wait_only_on_each_other_are_not_a_cycle():
     """Rank 0 waits in group B's #1 and is missing from group A's #1; rank 1 waits in A's #1 and is missing from
     B's #1; no program orders them (one call each). Each would explain the other: the first issued is taken as the
     root, saying so, and the other is linked to it, not the reverse."""
-    from traceparse.document.hang import _divergence, _root_causes
+    from traceparse.hang.forensics import _divergence, _root_causes
 
     def call(rank, group, t):
         return {"rank": rank, "group": (group, (0, 1)), "group_ranks": [0, 1], "pg_name": group, "pg_desc": group,

@@ -173,7 +173,7 @@ def test_whatif_fits(doc, store, run):
 @pytest.mark.parametrize("hang", [h if h in ("pp_deadlock", "tp_hang_in_dp_tp") else
                                   pytest.param(h, marks=pytest.mark.slow) for h in HANGS])
 def test_hang_fits(store, hang):
-    from traceparse.document.hang import hang_document
+    from traceparse.hang.forensics import hang_document
     from traceparse.render.hang import render_hang
 
     con = store(FIXTURE_RUNS.parent / "hangs" / hang)

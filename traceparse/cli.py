@@ -428,7 +428,7 @@ def hang(paths, db, no_cache, allow_mixed, fmt, output):
     folder's dumps are recognized by content, whatever their names: torch's nccl_trace_rank_0, rank_0, ...).
     Exit 0: no divergence found, 1: a divergence found, dumps that contradict each other, or an incomplete
     comparison (groups some of whose members left no dump or trace cannot be judged)."""
-    from traceparse.document.hang import hang_document
+    from traceparse.hang.forensics import hang_document
     from traceparse.render.hang import render_hang
 
     _check_output(output, paths, db)

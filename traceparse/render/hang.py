@@ -2,7 +2,7 @@
 rank's last completed collective per group with what its dump holds after it. What a dump names (a group's
 description, an op, a frame) is shown by ``escape.terminal``: its control characters as visible escapes."""
 
-from traceparse.document.hang import OUTCOMES
+from traceparse.hang.forensics import OUTCOMES
 from traceparse.escape import terminal
 from traceparse.render.text import table
 

@@ -10,6 +10,12 @@ def rows(con, sql, params=None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+def relation_rows(rel) -> list[dict]:
+    """A DuckDB relation's rows as dicts (``rows`` for a view or table read with ``con.table``)."""
+    names = rel.columns
+    return [dict(zip(names, r, strict=True)) for r in rel.fetchall()]
+
+
 def damaged(e: Exception) -> bool:
     """Whether DuckDB's error ``e`` says its database file is damaged: a block's checksum, or a file shorter than
     it says (a store or a history changed after it was written)."""

@@ -70,7 +70,7 @@ import json
 from collections import defaultdict
 from statistics import median
 
-from traceparse.store.query import rows
+from traceparse.store.query import relation_rows, rows, sql_file
 
 VERSION = 1
 P2P = {"send", "recv"}
@@ -86,13 +86,14 @@ NOT_SIZE_OUT = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "gathe
 
 
 def hang_document(con) -> dict:
-    dumped = {r for (r,) in con.execute("SELECT rank FROM fr_dumps").fetchall()}
-    traced = {r for (r,) in con.execute("SELECT rank FROM ranks").fetchall()}
+    con.execute(sql_file(__package__, "forensics.sql"))
+    dumped = {r for (r,) in con.table("fr_dumps").project("rank").fetchall()}
+    traced = {r for (r,) in con.table("ranks").project("rank").fetchall()}
     calls = _fr_calls(con) if dumped else _trace_calls(con)
-    at_dump = {w["rank"]: w for w in rows(con, "SELECT * FROM fr_inflight")}
+    at_dump = {w["rank"]: w for w in relation_rows(con.table("fr_inflight"))}
     calls += _inflight_p2p(calls, at_dump.values())
     reporting = dumped or traced
-    cut_off = {r for (r,) in con.execute("SELECT rank FROM ranks WHERE cut_off").fetchall()}
+    cut_off = {r for (r,) in con.table("ranks").filter("cut_off").project("rank").fetchall()}
     by_group, by_rank = defaultdict(list), defaultdict(list)
     for c in calls:
         by_rank[c["rank"]].append(c)
@@ -117,8 +118,7 @@ def hang_document(con) -> dict:
     notes += _membership_notes(con) if dumped else []
     if not found and calls and dumped and not at_dump and not any(c["op"] in P2P for c in calls) and _has_p2p(con):
         notes.append(_p2p_unseen(con, calls, programs))
-    notes += [f"{f}: {what}" for f, what in con.execute(
-        "SELECT file, what FROM load_issues WHERE what LIKE 'nothing read from this folder%' ORDER BY file").fetchall()]
+    notes += [f"{f}: {what}" for f, what in con.table("hang_empty_folders").order("file").fetchall()]
     return json.loads(json.dumps({
         "version": VERSION,
         "source": "flight_recorder" if dumped else "traces",
@@ -136,12 +136,7 @@ def hang_document(con) -> dict:
 
 # ------------------------------------------------------------------ calls and what is known of them
 def _fr_calls(con) -> list[dict]:
-    got = rows(con, """
-        SELECT rank, group_ranks, group_source, pg_name, pg_desc,
-               CASE WHEN op IN ('send', 'recv') THEN nullif(p2p_seq, 0) ELSE seq END AS seq, op_id, op, peer, backend,
-               input_sizes, output_sizes, input_dtypes, output_dtypes, state, retired, time_created_ns AS time_ns,
-               frames, record_id AS ord
-        FROM fr_entries ORDER BY rank, record_id""")
+    got = relation_rows(con.table("hang_fr_calls").order("rank, ord"))
     for c in got:
         c["frames"] = json.loads(c["frames"] or "[]")
         c["group"] = (c["pg_name"], tuple(c["group_ranks"] or ()))
@@ -176,9 +171,8 @@ def _name_ops(con, calls) -> None:
     2. Else the sizes: an ``all_reduce`` (input = output) whose input is the group size times its output is a
        reduce-scatter, whose output is the group size times its input an all-gather."""
     traced = defaultdict(list)
-    for r, pg, g, op, name, n_in in con.execute("""
-            SELECT rank, pg_name, group_ranks, op, name, in_nelems FROM comm_ops
-            WHERE group_ranks IS NOT NULL AND op NOT IN ('send', 'recv') ORDER BY rank, host_ts_ns, op_id""").fetchall():
+    for r, pg, g, op, name, n_in in con.table("hang_traced_collectives").order("rank, host_ts_ns, op_id").project(
+            "rank, pg_name, group_ranks, op, name, in_nelems").fetchall():
         traced[(r, pg, tuple(g))].append((op, name, n_in))
     mine = defaultdict(dict)
     for c in calls:
@@ -236,15 +230,7 @@ def _inflight_p2p(calls, at_dump) -> list[dict]:
 
 def _trace_calls(con) -> list[dict]:
     """comm_ops as calls: collectives numbered per rank and group in issue order (from 1), sends and receives apart."""
-    got = rows(con, """
-        SELECT rank, group_ranks, group_source, pg_name, pg_desc, op, peer_in_group,
-               CASE WHEN op IN ('send', 'recv') THEN NULL ELSE
-                 row_number() OVER (PARTITION BY rank, pg_name, group_ranks, op IN ('send', 'recv')
-                                    ORDER BY host_ts_ns, op_id) END AS seq,
-               NULL AS op_id, CASE WHEN peer_in_group IS NOT NULL THEN group_ranks[peer_in_group + 1] END AS peer,
-               CAST(bytes_in AS VARCHAR) AS input_sizes, NULL AS output_sizes, dtype AS input_dtypes,
-               NULL AS output_dtypes, host_ts_ns AS time_ns, 'completed' AS state, [] AS frames, op_id AS ord
-        FROM comm_ops WHERE group_ranks IS NOT NULL ORDER BY rank, host_ts_ns""")
+    got = relation_rows(con.table("hang_trace_calls").order("rank, time_ns"))
     for c in got:
         c["group"] = (c["pg_name"], tuple(c["group_ranks"]))
         c["outcome"] = "in_trace"
@@ -702,21 +688,17 @@ def _describe(con, d, by_rank, at_dump):
     d["op_named_by"], d["op_recorded"] = (named["op_named_by"], named["op_recorded"]) if named else (None, None)
     desc = d["pg_desc"] or ""
     d["mesh_dim"] = desc[len("mesh_"):] if desc.startswith("mesh_") else None
-    tag = con.execute(
-        "SELECT strategy, variant FROM comm_ops WHERE group_ranks = ?::INTEGER[] AND pg_name = ? AND op = ? "
-        "AND strategy IS NOT NULL GROUP BY ALL ORDER BY count(*) DESC LIMIT 1",
-        [d["group_ranks"], d["pg_name"], d["op"]]).fetchone()
+    tag = next(iter(con.execute("FROM hang_group_tag(?, ?, ?)", [d["group_ranks"], d["pg_name"], d["op"]]).fetchall()),
+               None)
     if tag:
         d["strategy"], d["variant"], d["strategy_source"] = tag[0], tag[1], "tags of the traces' operations"
     else:
-        axis = con.execute("SELECT group_axis(?, ?)", [d["pg_desc"], d["pg_name"]]).fetchone()[0]
+        axis = con.execute("SELECT group_axis(?, ?)", [d["pg_desc"], d["pg_name"]]).fetchall()[0][0]  # macros.sql
         d["strategy"], d["strategy_source"] = axis, ("group description" if axis else "unknown: no traces of this group")
     last = {r: max(by_rank[r], key=lambda c: (c["ord"], c["time_ns"] or 0)) for r in d["missing"] if by_rank.get(r)}
     for r in d["missing"]:
         if r not in last:  # no dump: the last operation its trace holds, if it has one
-            got = rows(con, "SELECT rank, op, group_ranks, pg_name, pg_desc, NULL AS seq, 'in its trace' AS state, "
-                            "'in_trace' AS outcome, [] AS frames FROM comm_ops WHERE rank = ? "
-                            "ORDER BY host_ts_ns DESC LIMIT 1", [r])
+            got = rows(con, "FROM hang_last_traced(?)", [r])
             if got:
                 last[r] = got[0]
     d["instead"] = {str(r): ({"op": c["op"], "group_ranks": c["group_ranks"], "pg_name": c["pg_name"],
@@ -765,9 +747,7 @@ def _contradictions(con) -> list[dict]:
     """Dumps that disagree on a group's members: two pg_configs listing different ranks under one group name where
     they share a rank, a rank calling on a group another dump's pg_config lists without it, a rank calling on a group
     its own dump's pg_config lists without it, a pg_config and the traces' process groups disagreeing."""
-    declared = rows(con, """
-        SELECT pg_name, any_value(pg_desc) AS pg_desc, group_ranks, list(DISTINCT rank ORDER BY rank) AS dumped_by
-        FROM fr_entries WHERE group_source = 'pg_config' GROUP BY pg_name, group_ranks ORDER BY pg_name, dumped_by""")
+    declared = relation_rows(con.table("hang_declared_groups").order("pg_name, dumped_by"))
     out = []
     for i, a in enumerate(declared):
         for b in declared[i + 1:]:
@@ -775,33 +755,17 @@ def _contradictions(con) -> list[dict]:
                 out.append({"what": "dumps list different ranks for one group", "pg_name": a["pg_name"],
                             "pg_desc": a["pg_desc"], "declared": {
                                 f"ranks {a['dumped_by']}": a["group_ranks"], f"ranks {b['dumped_by']}": b["group_ranks"]}})
-    outsiders = rows(con, """
-        SELECT f.pg_name, any_value(f.pg_desc) AS pg_desc, list(DISTINCT f.rank ORDER BY f.rank) AS callers,
-               any_value(d.group_ranks) AS group_ranks, any_value(d.rank) AS dumped_by
-        FROM fr_entries f JOIN (SELECT pg_name, group_ranks, min(rank) AS rank FROM fr_entries
-                                WHERE group_source = 'pg_config' GROUP BY ALL) d
-          ON d.pg_name = f.pg_name AND NOT list_contains(d.group_ranks, f.rank)
-        WHERE f.group_source IS DISTINCT FROM 'pg_config' AND NOT EXISTS (
-            SELECT 1 FROM fr_entries e WHERE e.group_source = 'pg_config' AND e.pg_name = f.pg_name
-            AND list_contains(e.group_ranks, f.rank))
-        GROUP BY f.pg_name ORDER BY f.pg_name""")
+    outsiders = relation_rows(con.table("hang_outsider_calls").order("pg_name"))
     for o in outsiders:
         out.append({"what": f"ranks {o['callers']} call on a group whose members rank {o['dumped_by']}'s dump lists "
                             f"without them", "pg_name": o["pg_name"], "pg_desc": o["pg_desc"],
                     "declared": {f"ranks [{o['dumped_by']}]": o["group_ranks"]}, "callers": o["callers"]})
-    traced = rows(con, """
-        SELECT DISTINCT f.pg_name, f.pg_desc, f.group_ranks, f.rank, p.ranks AS traced
-        FROM fr_entries f JOIN process_groups p ON p.pg_name = f.pg_name AND p.rank = f.rank
-        WHERE f.group_source = 'pg_config' AND p.ranks IS NOT NULL AND list_sort(p.ranks) <> f.group_ranks
-        ORDER BY f.pg_name, f.rank""")
+    traced = relation_rows(con.table("hang_dump_against_trace").order("pg_name, rank"))
     for t in traced:
         out.append({"what": f"rank {t['rank']}'s dump and its trace list different ranks for one group",
                     "pg_name": t["pg_name"], "pg_desc": t["pg_desc"],
                     "declared": {"dump": t["group_ranks"], "trace": t["traced"]}})
-    own = rows(con, """
-        SELECT pg_name, any_value(pg_desc) AS pg_desc, group_ranks, list(DISTINCT rank ORDER BY rank) AS callers
-        FROM fr_entries WHERE group_source = 'pg_config' AND NOT list_contains(group_ranks, rank)
-        GROUP BY pg_name, group_ranks ORDER BY pg_name, callers""")
+    own = relation_rows(con.table("hang_own_outsiders").order("pg_name, callers"))
     for o in own:  # a process only holds (and records calls on) the groups it is a member of
         out.append({"what": f"ranks {o['callers']} call on a group their own dumps list without them",
                     "pg_name": o["pg_name"], "pg_desc": o["pg_desc"],
@@ -835,11 +799,7 @@ def _unjudged(con, found, reporting, what) -> list[dict]:
     dumps), and no divergence found on the group names exactly those members as the ones that never entered. Groups
     are every group a dump, a trace's process groups or a traced operation names with its ranks."""
     groups = {}
-    for name, desc, ranks in con.execute("""
-            SELECT pg_name, pg_desc, list_sort(group_ranks) FROM fr_entries WHERE len(group_ranks) > 0
-            UNION ALL SELECT pg_name, pg_desc, list_sort(ranks) FROM process_groups WHERE len(ranks) > 0
-            UNION ALL SELECT pg_name, pg_desc, list_sort(group_ranks) FROM comm_ops WHERE len(group_ranks) > 0
-            """).fetchall():
+    for name, desc, ranks in con.table("hang_groups").fetchall():
         groups.setdefault((name, tuple(ranks)), desc)
     judged = {(d["pg_name"], tuple(sorted(d["group_ranks"]))): set(d["missing"]) for d in found if not d.get("unseen")}
     out = []
@@ -852,9 +812,7 @@ def _unjudged(con, found, reporting, what) -> list[dict]:
 
 
 def _membership_notes(con) -> list[str]:
-    got = con.execute("""
-        SELECT pg_name, any_value(pg_desc), any_value(group_ranks) FROM fr_entries WHERE group_source = 'dumps'
-        GROUP BY pg_name ORDER BY pg_name""").fetchall()
+    got = con.table("hang_dump_only_groups").order("pg_name").fetchall()
     return [f"members of group {ranks} ({desc or name}) are the ranks whose dumps call on it (no pg_config lists "
             "it, no trace names it): a member that left no dump is not seen; pass the traces too"
             for name, desc, ranks in got]
@@ -866,10 +824,7 @@ def _p2p_unseen(con, calls, programs) -> str:
     text = ("every recorded collective matches; the traces show sends and receives, which this backend's Flight "
             "Recorder does not record (gloo): a point-to-point deadlock would not show here")
     posted = defaultdict(list)
-    for r, op, peer in con.execute("""
-            SELECT rank, op, peer FROM comm_ops WHERE op IN ('send', 'recv')
-              AND step = (SELECT max(step) FROM comm_ops c WHERE c.rank = comm_ops.rank)
-            ORDER BY rank, host_ts_ns""").fetchall():
+    for r, op, peer in con.table("hang_last_step_p2p").order("rank, host_ts_ns").project("rank, op, peer").fetchall():
         posted[r].append(f"{op} {'to' if op == 'send' else 'from'} {peer}")
     said = []
     for r in sorted({c["rank"] for c in calls}):
@@ -888,4 +843,4 @@ def _p2p_unseen(con, calls, programs) -> str:
 
 
 def _has_p2p(con) -> bool:
-    return con.execute("SELECT count(*) > 0 FROM comm_ops WHERE op IN ('send', 'recv')").fetchone()[0]
+    return bool(con.table("comm_ops").filter("op IN ('send', 'recv')").limit(1).fetchall())
