@@ -8,7 +8,7 @@ each.
 import math
 
 from traceparse.ingest.categories import CUDA_CALLS, LAUNCH_NAMES, OTHER_CALLS, UNANALYZED_WORK
-from traceparse.store.query import rows, sql_file
+from traceparse.store.query import sql_file, table_rows
 from traceparse.thresholds import check_thresholds
 from traceparse.units import count, ms
 from traceparse.vocabulary import savings
@@ -32,14 +32,10 @@ def gpu_section(con, graphs=None) -> dict:
     """``{status, reason?, temporal, idle, idle_causes, host_cost, launch, queue, findings}``; not_applicable on
     CPU-only runs. ``graphs``: the run's step graphs (step_graph.step_graphs, built once per document), to price
     the GPUs' waits on their hosts by replay (``host_cost``; None without them)."""
-    if not con.execute("SELECT count(*) FROM gpu_activity").fetchone()[0]:
+    if not table_rows(con, "gpu_activity LIMIT 1", columns="rank"):
         return {"status": "not_applicable", "reason": _no_gpu_reason(con), "findings": []}
     gpu_tables(con)
-    temporal = rows(con, """
-        SELECT rank, step, scope, span_ns, idle_ns, compute_ns, non_compute_ns,
-               round(idle_ns / nullif(span_ns, 0), 4) AS idle, round(compute_ns / nullif(span_ns, 0), 4) AS compute,
-               round(non_compute_ns / nullif(span_ns, 0), 4) AS non_compute
-        FROM gpu_temporal ORDER BY rank, scope = 'hta', step""")
+    temporal = table_rows(con, "gpu_doc_temporal", "rank, scope = 'hta', step")
     causes = _causes(con)
     limits = check_thresholds()["gpu"]
     findings = _findings(temporal, causes, limits["cause_share"])
@@ -54,14 +50,11 @@ def gpu_section(con, graphs=None) -> dict:
     return {
         "status": "fail" if share >= limits["fail_cost_share"] else "warn" if findings else "ok",
         "temporal": temporal,
-        "idle": rows(con, "SELECT * FROM gpu_stream_idle ORDER BY rank, stream"),
+        "idle": table_rows(con, "gpu_stream_idle", "rank, stream"),
         "idle_causes": causes,
         "host_cost": host,
         "launch": _launch(con),
-        "queue": rows(con, """
-            SELECT rank, stream, max_length, round(mean_length, 3) AS mean_length, span_ns, dry_ns,
-                   round(dry_ns / nullif(span_ns, 0), 4) AS dry_share, dry_count
-            FROM gpu_queue ORDER BY rank, stream"""),
+        "queue": table_rows(con, "gpu_doc_queue", "rank, stream"),
         "findings": findings,
     }
 
@@ -70,11 +63,9 @@ def _no_gpu_reason(con) -> str:
     """Why a run has no GPU activity, as far as its events say: device work of an accelerator traceparse does not
     analyze, runtime calls that launched work while no device activity was recorded, else a CPU-only run (the load
     issues give the counts per file: ingest/columns.py device_kind_issues)."""
-    kinds = dict(con.execute(
-        f"""SELECT cat, count(*) FROM events WHERE cat IN ({', '.join(f"'{c}'" for c in UNANALYZED_WORK)}) GROUP BY cat
-            UNION ALL
-            SELECT 'launch', count(*) FROM events WHERE cat IN ({', '.join(f"'{c}'" for c in CUDA_CALLS + OTHER_CALLS)})
-                AND regexp_matches(name, '{LAUNCH_NAMES}')""").fetchall())
+    con.execute(sql_file(__package__, "no_gpu.sql"))
+    kinds = dict(con.execute("FROM no_gpu_kinds(?, ?, ?)", [list(UNANALYZED_WORK), list(CUDA_CALLS + OTHER_CALLS),
+                                                           LAUNCH_NAMES]).fetchall())
     unanalyzed = [f"{name}, {kinds[cat]:,} {cat} events" for cat, name in UNANALYZED_WORK.items() if kinds.get(cat)]
     if unanalyzed:
         return f"device work of an accelerator traceparse does not analyze: {'; '.join(unanalyzed)}"
@@ -88,33 +79,12 @@ def clipped_streams(con) -> list[dict]:
     """load_issues rows (``file, severity, what, count``) for the streams whose HTA idle breakdown came out negative
     (activities overlapping on one stream) and were measured without overlaps (gpu_time.sql gpu_stream_clipped);
     after ``gpu_section`` on a run with GPU activities."""
-    return rows(con, """
-        SELECT r.file, 'warning' AS severity,
-               'GPU stream ' || c.stream || ': ' || c.overlapping || ' activit'
-               || CASE WHEN c.overlapping = 1 THEN 'y overlaps' ELSE 'ies overlap' END
-               || ' the one before it on the stream, which made HTA''s idle breakdown negative (kernel wait '
-               || c.signed_kernel_wait_ns || ' ns, idle ' || c.signed_idle_ns || ' ns): the stream''s gaps are '
-               || 'measured from the latest end before each activity instead, none below 0' AS what,
-               c.overlapping AS count
-        FROM gpu_stream_clipped c JOIN ranks r ON r.rank = c.rank ORDER BY c.rank, c.stream""")
+    return table_rows(con, "gpu_doc_clipped", "rank, stream", columns="file, severity, what, count")
 
 
 def _causes(con) -> list[dict]:
     """Per rank, step and cause: idle time, its share of the step's GPU span, and the ops that took most of it."""
-    found = rows(con, """
-        WITH by_op AS (
-            SELECT rank, step, cause, name, sum(ns) AS ns FROM gpu_idle_parts GROUP BY ALL
-        ),
-        ranked AS (
-            SELECT *, row_number() OVER (PARTITION BY rank, step, cause ORDER BY ns DESC, name) AS i FROM by_op
-        )
-        SELECT r.rank, r.step, r.cause, sum(r.ns)::BIGINT AS idle_ns,
-               round(sum(r.ns) / any_value(s.end_ns - s.start_ns), 4) AS share,
-               list({'name': r.name, 'ns': r.ns::BIGINT} ORDER BY r.ns DESC, r.name)
-                   FILTER (WHERE r.i <= 3 AND r.name IS NOT NULL) AS ops
-        FROM ranked r JOIN gpu_step_spans s ON s.rank = r.rank AND s.step IS NOT DISTINCT FROM r.step
-        GROUP BY r.rank, r.step, r.cause
-        ORDER BY r.rank, r.step, idle_ns DESC, r.cause""")
+    found = table_rows(con, "gpu_doc_idle_causes", "rank, step, idle_ns DESC, cause")
     for r in found:
         r["side"] = "host" if r["cause"] in HOST_CAUSES or r["cause"] == LAUNCH_CALL else r["cause"]
         r["ops"] = r["ops"] or []
@@ -125,6 +95,7 @@ def gpu_tables(con):
     """The GPU vocabulary's tables and macros (gpu_time.sql after what it reads: host_cause.sql, hta_window.sql)."""
     for name in ("host_cause.sql", "hta_window.sql", "gpu_time.sql"):
         con.execute(sql_file("traceparse.vocabulary", name))
+    con.execute(sql_file(__package__, "gpu.sql"))
 
 
 def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
@@ -132,9 +103,8 @@ def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
     moment a GPU went idle to the launch of its next activity, on the launching thread), with the host cause that
     kept them idle longest; None without step graphs or host waits."""
     waits = {}
-    for r, tid, a, h in con.execute("""SELECT rank, tid, a, least(launch_ns, b) FROM gpu_gaps
-                                       WHERE launch_ns > a AND tid IS NOT NULL ORDER BY rank, tid, a, b""").fetchall():
-        waits.setdefault((r, tid), []).append((a, h))
+    for w in table_rows(con, "gpu_doc_host_waits", "rank, tid, a, b"):
+        waits.setdefault((w["rank"], w["tid"]), []).append((w["a"], w["launched"]))
     gs = graphs if waits else None
     if not gs:
         return None
@@ -147,18 +117,7 @@ def _host_cost(con, graphs, causes: list[dict]) -> dict | None:
 
 
 def _launch(con) -> list[dict]:
-    return rows(con, f"""
-        WITH span AS (SELECT rank, span_ns FROM gpu_temporal WHERE scope = 'hta')
-        SELECT rank, count(*) AS launches,
-               quantile_disc(delay_ns, 0.5) AS delay_p50_ns, quantile_disc(delay_ns, 0.9) AS delay_p90_ns,
-               quantile_disc(delay_ns, 0.99) AS delay_p99_ns, max(delay_ns) AS delay_max_ns,
-               count(*) FILTER (WHERE delay_ns > {DELAY_OUTLIER_NS}) AS delay_outliers,
-               count(*) FILTER (WHERE cpu_ns > {RUNTIME_OUTLIER_NS}) AS runtime_outliers,
-               count(*) FILTER (WHERE gpu_ns < cpu_ns) AS short_gpu,
-               coalesce(sum(gpu_ns) FILTER (WHERE gpu_ns < cpu_ns), 0)::BIGINT AS short_gpu_ns,
-               round(coalesce(sum(gpu_ns) FILTER (WHERE gpu_ns < cpu_ns), 0) / nullif(any_value(span_ns), 0), 4)
-                   AS short_gpu_share
-        FROM gpu_launches JOIN span USING (rank) GROUP BY rank ORDER BY rank""")
+    return table_rows(con, f"gpu_doc_launch({DELAY_OUTLIER_NS}, {RUNTIME_OUTLIER_NS})", "rank")
 
 
 def _findings(temporal: list[dict], causes: list[dict], min_share: float) -> list[str]:

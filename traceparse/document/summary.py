@@ -1,16 +1,16 @@
 """What ``traceparse analyze`` shows about a loaded run, as plain data."""
 
-from traceparse.store.query import relation_rows, rows, sql_file
+from traceparse.store.query import sql_file, table_rows
 
 
 def run_info(con) -> dict:
-    ranks = relation_rows(con.table("ranks").order("rank"))
-    steps = [s for (s,) in con.table("steps").project("step").distinct().order("step").fetchall()]
+    ranks = table_rows(con, "ranks", "rank")
+    steps = [s["step"] for s in table_rows(con, "steps", "step", columns="DISTINCT step")]
     con.execute(sql_file("traceparse.vocabulary", "world.sql"))
     return {
         "files": [r["file"] for r in ranks],
         "ranks": [r["rank"] for r in ranks],
-        "world_size": con.table("world").project("stated").fetchall()[0][0],
+        "world_size": table_rows(con, "world")[0]["stated"],
         "steps": steps,
         "backend": sorted({r["backend"] for r in ranks if r["backend"]}),
         "devices": sorted({r["device_name"] for r in ranks if r["device_name"]}),
@@ -25,7 +25,7 @@ def clock(con, ranks: list[dict]) -> dict:
     on two hosts or more (or of ranks that name none), ``clocks``: each clock's ranks, the shift applied to their
     times and the bounds the traces allow (the store's ``clocks``), ``applied`` whether any moved, ``by`` whether the
     clocks are hosts or ranks. ``traceparse explain clocks``."""
-    got = relation_rows(con.table("clocks").order("rank"))
+    got = table_rows(con, "clocks", "rank")
     clocks = {}
     for c in got:
         row = clocks.setdefault(c["clock"], {"clock": c["clock"], "ranks": [], **{k: c[k] for k in (
@@ -37,20 +37,20 @@ def clock(con, ranks: list[dict]) -> dict:
 
 
 def load_issues(con) -> list[dict]:
-    return relation_rows(con.table("load_issues").order("severity DESC, file"))
+    return table_rows(con, "load_issues", "severity DESC, file")
 
 
 def per_rank(con) -> list[dict]:
     """Per rank: steps, step time, and compute and communication summed over its step windows (the vocabulary's
     window_totals, the numbers every check uses; summary.sql summary_per_rank says how comm_fraction stays within
     one window)."""
-    return relation_rows(_views(con).table("summary_per_rank").order("rank"))
+    return table_rows(_views(con), "summary_per_rank", "rank")
 
 
 def per_step(con) -> list[dict]:
     """Per rank and step window: its length split into compute, exposed communication (communication
     not under compute) and idle (neither, never below 0), from the vocabulary's window_totals."""
-    return relation_rows(_views(con).table("summary_per_step").order("rank, step"))
+    return table_rows(_views(con), "summary_per_step", "rank, step")
 
 
 def busy(con) -> list[dict]:
@@ -58,16 +58,16 @@ def busy(con) -> list[dict]:
     last window's end), nested events once; a GPU stream's work is its device work, as the GPU section's
     (vocabulary/busy_time.sql lane_busy)."""
     con.execute(sql_file("traceparse.vocabulary", "busy_time.sql"))
-    return relation_rows(con.table("lane_busy").order("rank, kind, busy_ns DESC, pid, tid"))
+    return table_rows(con, "lane_busy", "rank, kind, busy_ns DESC, pid, tid")
 
 
 def top_kernels(con, n=10) -> list[dict]:
     """The ``n`` heaviest kernels (CPU ops without kernels) by total time (summary.sql summary_top_ops)."""
-    return rows(_views(con), "FROM summary_top_ops(?)", [n])
+    return table_rows(_views(con), f"summary_top_ops({int(n)})")
 
 
 def comm_summary(con) -> list[dict]:
-    return relation_rows(_views(con).table("summary_comm").order("time_ns DESC NULLS LAST"))
+    return table_rows(_views(con), "summary_comm", "time_ns DESC NULLS LAST")
 
 
 def _views(con):

@@ -70,7 +70,7 @@ import json
 from collections import defaultdict
 from statistics import median
 
-from traceparse.store.query import relation_rows, rows, sql_file
+from traceparse.store.query import rows, sql_file, table_rows
 
 VERSION = 1
 P2P = {"send", "recv"}
@@ -87,13 +87,13 @@ NOT_SIZE_OUT = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "gathe
 
 def hang_document(con) -> dict:
     con.execute(sql_file(__package__, "forensics.sql"))
-    dumped = {r for (r,) in con.table("fr_dumps").project("rank").fetchall()}
-    traced = {r for (r,) in con.table("ranks").project("rank").fetchall()}
+    dumped = {r["rank"] for r in table_rows(con, "fr_dumps", columns="rank")}
+    traced = {r["rank"] for r in table_rows(con, "ranks", columns="rank")}
     calls = _fr_calls(con) if dumped else _trace_calls(con)
-    at_dump = {w["rank"]: w for w in relation_rows(con.table("fr_inflight"))}
+    at_dump = {w["rank"]: w for w in table_rows(con, "fr_inflight")}
     calls += _inflight_p2p(calls, at_dump.values())
     reporting = dumped or traced
-    cut_off = {r for (r,) in con.table("ranks").filter("cut_off").project("rank").fetchall()}
+    cut_off = {r["rank"] for r in table_rows(con, "ranks", columns="rank", where="cut_off")}
     by_group, by_rank = defaultdict(list), defaultdict(list)
     for c in calls:
         by_rank[c["rank"]].append(c)
@@ -118,7 +118,7 @@ def hang_document(con) -> dict:
     notes += _membership_notes(con) if dumped else []
     if not found and calls and dumped and not at_dump and not any(c["op"] in P2P for c in calls) and _has_p2p(con):
         notes.append(_p2p_unseen(con, calls, programs))
-    notes += [f"{f}: {what}" for f, what in con.table("hang_empty_folders").order("file").fetchall()]
+    notes += [f"{r['file']}: {r['what']}" for r in table_rows(con, "hang_empty_folders", "file")]
     return json.loads(json.dumps({
         "version": VERSION,
         "source": "flight_recorder" if dumped else "traces",
@@ -136,7 +136,7 @@ def hang_document(con) -> dict:
 
 # ------------------------------------------------------------------ calls and what is known of them
 def _fr_calls(con) -> list[dict]:
-    got = relation_rows(con.table("hang_fr_calls").order("rank, ord"))
+    got = table_rows(con, "hang_fr_calls", "rank, ord")
     for c in got:
         c["frames"] = json.loads(c["frames"] or "[]")
         c["group"] = (c["pg_name"], tuple(c["group_ranks"] or ()))
@@ -171,9 +171,8 @@ def _name_ops(con, calls) -> None:
     2. Else the sizes: an ``all_reduce`` (input = output) whose input is the group size times its output is a
        reduce-scatter, whose output is the group size times its input an all-gather."""
     traced = defaultdict(list)
-    for r, pg, g, op, name, n_in in con.table("hang_traced_collectives").order("rank, host_ts_ns, op_id").project(
-            "rank, pg_name, group_ranks, op, name, in_nelems").fetchall():
-        traced[(r, pg, tuple(g))].append((op, name, n_in))
+    for t in table_rows(con, "hang_traced_collectives", "rank, host_ts_ns, op_id"):
+        traced[(t["rank"], t["pg_name"], tuple(t["group_ranks"]))].append((t["op"], t["name"], t["in_nelems"]))
     mine = defaultdict(dict)
     for c in calls:
         if c["op"] not in P2P and c["seq"] is not None and c["group_ranks"]:
@@ -230,7 +229,7 @@ def _inflight_p2p(calls, at_dump) -> list[dict]:
 
 def _trace_calls(con) -> list[dict]:
     """comm_ops as calls: collectives numbered per rank and group in issue order (from 1), sends and receives apart."""
-    got = relation_rows(con.table("hang_trace_calls").order("rank, time_ns"))
+    got = table_rows(con, "hang_trace_calls", "rank, time_ns")
     for c in got:
         c["group"] = (c["pg_name"], tuple(c["group_ranks"]))
         c["outcome"] = "in_trace"
@@ -747,7 +746,7 @@ def _contradictions(con) -> list[dict]:
     """Dumps that disagree on a group's members: two pg_configs listing different ranks under one group name where
     they share a rank, a rank calling on a group another dump's pg_config lists without it, a rank calling on a group
     its own dump's pg_config lists without it, a pg_config and the traces' process groups disagreeing."""
-    declared = relation_rows(con.table("hang_declared_groups").order("pg_name, dumped_by"))
+    declared = table_rows(con, "hang_declared_groups", "pg_name, dumped_by")
     out = []
     for i, a in enumerate(declared):
         for b in declared[i + 1:]:
@@ -755,17 +754,17 @@ def _contradictions(con) -> list[dict]:
                 out.append({"what": "dumps list different ranks for one group", "pg_name": a["pg_name"],
                             "pg_desc": a["pg_desc"], "declared": {
                                 f"ranks {a['dumped_by']}": a["group_ranks"], f"ranks {b['dumped_by']}": b["group_ranks"]}})
-    outsiders = relation_rows(con.table("hang_outsider_calls").order("pg_name"))
+    outsiders = table_rows(con, "hang_outsider_calls", "pg_name")
     for o in outsiders:
         out.append({"what": f"ranks {o['callers']} call on a group whose members rank {o['dumped_by']}'s dump lists "
                             f"without them", "pg_name": o["pg_name"], "pg_desc": o["pg_desc"],
                     "declared": {f"ranks [{o['dumped_by']}]": o["group_ranks"]}, "callers": o["callers"]})
-    traced = relation_rows(con.table("hang_dump_against_trace").order("pg_name, rank"))
+    traced = table_rows(con, "hang_dump_against_trace", "pg_name, rank")
     for t in traced:
         out.append({"what": f"rank {t['rank']}'s dump and its trace list different ranks for one group",
                     "pg_name": t["pg_name"], "pg_desc": t["pg_desc"],
                     "declared": {"dump": t["group_ranks"], "trace": t["traced"]}})
-    own = relation_rows(con.table("hang_own_outsiders").order("pg_name, callers"))
+    own = table_rows(con, "hang_own_outsiders", "pg_name, callers")
     for o in own:  # a process only holds (and records calls on) the groups it is a member of
         out.append({"what": f"ranks {o['callers']} call on a group their own dumps list without them",
                     "pg_name": o["pg_name"], "pg_desc": o["pg_desc"],
@@ -799,8 +798,8 @@ def _unjudged(con, found, reporting, what) -> list[dict]:
     dumps), and no divergence found on the group names exactly those members as the ones that never entered. Groups
     are every group a dump, a trace's process groups or a traced operation names with its ranks."""
     groups = {}
-    for name, desc, ranks in con.table("hang_groups").fetchall():
-        groups.setdefault((name, tuple(ranks)), desc)
+    for g in table_rows(con, "hang_groups"):
+        groups.setdefault((g["pg_name"], tuple(g["members"])), g["pg_desc"])
     judged = {(d["pg_name"], tuple(sorted(d["group_ranks"]))): set(d["missing"]) for d in found if not d.get("unseen")}
     out = []
     for (name, ranks), desc in sorted(groups.items(), key=lambda g: (len(g[0][1]), g[0][1], g[0][0] or "")):
@@ -812,7 +811,7 @@ def _unjudged(con, found, reporting, what) -> list[dict]:
 
 
 def _membership_notes(con) -> list[str]:
-    got = con.table("hang_dump_only_groups").order("pg_name").fetchall()
+    got = [(g["pg_name"], g["pg_desc"], g["group_ranks"]) for g in table_rows(con, "hang_dump_only_groups", "pg_name")]
     return [f"members of group {ranks} ({desc or name}) are the ranks whose dumps call on it (no pg_config lists "
             "it, no trace names it): a member that left no dump is not seen; pass the traces too"
             for name, desc, ranks in got]
@@ -824,7 +823,8 @@ def _p2p_unseen(con, calls, programs) -> str:
     text = ("every recorded collective matches; the traces show sends and receives, which this backend's Flight "
             "Recorder does not record (gloo): a point-to-point deadlock would not show here")
     posted = defaultdict(list)
-    for r, op, peer in con.table("hang_last_step_p2p").order("rank, host_ts_ns").project("rank, op, peer").fetchall():
+    for p in table_rows(con, "hang_last_step_p2p", "rank, host_ts_ns"):
+        r, op, peer = p["rank"], p["op"], p["peer"]
         posted[r].append(f"{op} {'to' if op == 'send' else 'from'} {peer}")
     said = []
     for r in sorted({c["rank"] for c in calls}):
@@ -843,4 +843,4 @@ def _p2p_unseen(con, calls, programs) -> str:
 
 
 def _has_p2p(con) -> bool:
-    return bool(con.table("comm_ops").filter("op IN ('send', 'recv')").limit(1).fetchall())
+    return bool(table_rows(con, "comm_ops", columns="rank", where="op IN ('send', 'recv')"))

@@ -33,7 +33,7 @@ of a chain with 2m micro-batches.
 from collections import Counter
 
 from traceparse.axes import AXES, MODEL_AXES
-from traceparse.store.query import sql_file
+from traceparse.store.query import sql_file, table_rows
 from traceparse.vocabulary.placement import placement
 
 FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
@@ -63,7 +63,7 @@ def infer_layout(con) -> dict:
 def _world(con):
     """The job's rank count (vocabulary/world.sql: world_size; None where unknown)."""
     con.execute(sql_file("traceparse.vocabulary", "world.sql"))
-    return con.table("world").project("world_size").fetchall()[0][0]
+    return table_rows(con, "world")[0]["world_size"]
 
 
 def _degree(axis, sizes, world):

@@ -10,10 +10,11 @@ def rows(con, sql, params=None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
-def relation_rows(rel) -> list[dict]:
-    """A DuckDB relation's rows as dicts (``rows`` for a view or table read with ``con.table``)."""
-    names = rel.columns
-    return [dict(zip(names, r, strict=True)) for r in rel.fetchall()]
+def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "") -> list[dict]:
+    """The rows of the table, view or table macro call ``name`` (traceparse's own: never user text), ``columns`` of
+    them, ``where`` holds, in ``order``: reading a view an SQL file defines, with its logic left there."""
+    return rows(con, f"SELECT {columns} FROM {name}" + (f" WHERE {where}" if where else "")
+                + (f" ORDER BY {order}" if order else ""))
 
 
 def damaged(e: Exception) -> bool:
