@@ -17,6 +17,7 @@ from traceparse.document.gpu import clipped_streams, gpu_section
 from traceparse.vocabulary.step_graph import graphs_once
 from traceparse.document.summary import load_issues, run_info, summary
 from traceparse.document.timeline import timeline
+from traceparse.store.query import table_rows
 
 VERSION = 1
 TOP = 10  # analyze --top's default: how many of the heaviest kernels/ops the document lists
@@ -89,8 +90,8 @@ def _set_aside(con, checks: dict, gpu: dict) -> list[dict]:
     out = clipped_streams(con) if gpu["status"] != "not_applicable" else []
     e = (checks.get("imbalance") or {}).get("straggler") or {}
     if e.get("lost_unclipped_ns") is not None:
-        file = con.execute("SELECT file FROM ranks WHERE rank = ?", [e["rank"]]).fetchone()
-        out.append({"file": file[0] if file else None, "severity": "warning", "count": 1,
+        file = table_rows(con, "ranks", columns="file", where=f"rank = {int(e['rank'])}")
+        out.append({"file": file[0]["file"] if file else None, "severity": "warning", "count": 1,
                     "what": f"rank {e['rank']}: the other ranks would lose {e['lost_unclipped_ns']:,} ns per rank per "
                             f"step waiting for it, more than the step ({e['lost_per_step_ns']:,} ns): impossible (the "
                             "ranks' clocks disagree); the loss is clipped to the step and no straggler is named"})

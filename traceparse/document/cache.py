@@ -13,13 +13,14 @@ import json
 import os
 from pathlib import Path
 
+from traceparse.store.query import table_rows
 from traceparse.version import __version__
 
 
 def store_file(con) -> Path | None:
     """The file of the store ``con`` reads (None for an in-memory database)."""
-    rows = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
-    return Path(rows[0][0]) if rows and rows[0][0] else None
+    got = table_rows(con, "duckdb_databases()", columns="path", where="database_name = current_database()")
+    return Path(got[0]["path"]) if got and got[0]["path"] else None
 
 
 def _kept_path(store: Path, load_key: str | None, kind: str, options: dict) -> Path:
@@ -49,8 +50,8 @@ def cached(con, kind: str, options: dict, build, keep: bool = True) -> dict:
     store = store_file(con) if keep else None
     if store is None:
         return build()
-    load_key = con.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
-    path = _kept_path(store, load_key and load_key[0], kind, options)
+    load_key = table_rows(con, "meta", columns="value", where="key = 'key'")
+    path = _kept_path(store, load_key[0]["value"] if load_key else None, kind, options)
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

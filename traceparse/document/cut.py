@@ -3,7 +3,7 @@ point (``ranks.kept_until_ns``); the steps it did not finish are left out for ev
 ``incomplete_steps``, vocabulary/complete_steps.sql). The analyze document's ``cut_short`` says, per such rank, where
 its record stops and what the verdicts leave out; its first sentence is the report's first finding."""
 
-from traceparse.store.query import rows
+from traceparse.store.query import sql_file, table_rows
 from traceparse.units import duration
 
 
@@ -11,19 +11,17 @@ def cut_short(con) -> list[dict]:
     """``[{rank, file, kept_until_ns, into_ns, in_step, complete_steps, left_out_steps, finding}]``, one per rank cut
     short inside traceEvents; ``into_ns``: kept_until_ns after the start of the rank's first ProfilerStep (else its
     first event); ``in_step``: the step of that rank whose window holds kept_until_ns (None between or after steps)."""
-    cut = rows(con, "SELECT rank, file, kept_until_ns FROM ranks WHERE kept_until_ns IS NOT NULL ORDER BY rank")
+    con.execute(sql_file(__package__, "cut.sql"))
+    cut = table_rows(con, "cut_ranks", "rank")
     if not cut:
         return []
-    left_out = [r["step"] for r in rows(con, "SELECT step FROM incomplete_steps ORDER BY step")]
-    complete = [r["step"] for r in rows(
-        con, "SELECT DISTINCT step FROM step_windows WHERE step IS NOT NULL ORDER BY step")]
+    left_out = [r["step"] for r in table_rows(con, "incomplete_steps", "step", columns="step")]
+    complete = [r["step"] for r in table_rows(con, "cut_complete_steps", "step")]
     out = []
     for c in cut:
         rank, until = c["rank"], c["kept_until_ns"]
-        start = con.execute("SELECT coalesce((SELECT min(start_ns) FROM steps WHERE rank = ?), "
-                            "(SELECT min(ts_ns) FROM events WHERE rank = ?))", [rank, rank]).fetchone()[0]
-        step = con.execute("SELECT max(step) FROM steps WHERE rank = ? AND start_ns <= ? AND end_ns > ?",
-                           [rank, until, until]).fetchone()[0]
+        (where_,) = table_rows(con, f"cut_where({int(rank)}, {int(until)})")
+        start, step = where_["start_ns"], where_["step"]
         into = until - start if start is not None else None
         where = f"in step {step}" if step is not None else "outside its steps"
         kept = (f"the checks judge only the complete step{'s' if len(complete) != 1 else ''} "

@@ -18,35 +18,15 @@ Selected from the vocabulary (compute_intervals, comm_intervals, step_windows), 
 
 from itertools import pairwise
 
-from traceparse.store.query import rows
+from traceparse.store.query import sql_file, table_rows
 
 MAX_BARS = 3000
-
-SQL_STEPS = """
-SELECT step, avg(dur_ns) AS mean_ns FROM step_windows GROUP BY step
-HAVING count(DISTINCT rank) = (SELECT count(DISTINCT rank) FROM step_windows)
-ORDER BY mean_ns, step NULLS FIRST
-"""
-
-# the chosen step is the variable timeline_step (a parameter: the query text is constant)
-SQL_BARS = """
-SELECT k.rank, k.kind, k.strategy, min(s) AS s, max(e) AS e, count(*) AS intervals,
-       arg_max(name, (e - s, -ev_id)) AS name  -- of equally long ones, the first in the file
-FROM interval_pieces($$
-    SELECT {'rank': rank, 'kind': 'compute', 'strategy': NULL::VARCHAR} AS k, start_ns AS s, end_ns AS e, name, ev_id
-    FROM compute_intervals WHERE in_window AND step IS NOT DISTINCT FROM getvariable('timeline_step')
-    UNION ALL
-    SELECT {'rank': rank, 'kind': 'comm', 'strategy': coalesce(strategy, 'untagged')}, start_ns, end_ns, name, ev_id
-    FROM comm_intervals WHERE in_window AND counted AND step IS NOT DISTINCT FROM getvariable('timeline_step')
-$$, true)
-GROUP BY k, piece ORDER BY k.rank, k.kind, k.strategy NULLS FIRST, s
-"""
-
 
 def chosen_step(con) -> tuple[bool, int | None]:
     """(found, step): the median-length step every rank has (module docstring); step None is the
     whole-trace window."""
-    steps = rows(con, SQL_STEPS)
+    con.execute(sql_file(__package__, "timeline.sql"))
+    steps = table_rows(con, "timeline_steps", "mean_ns, step NULLS FIRST")
     if not steps:
         return False, None
     return True, steps[(len(steps) - 1) // 2]["step"]
@@ -59,11 +39,10 @@ def timeline(con, max_bars: int = MAX_BARS) -> dict:
     found, step = chosen_step(con)
     if not found:
         return {"step": None, "rows": [], "reason": "no step window that every rank has"}
-    windows = rows(con, "SELECT rank, start_ns, dur_ns FROM step_windows WHERE step IS NOT DISTINCT FROM ? "
-                        "ORDER BY rank", [step])
-    origin = min(w["start_ns"] for w in windows)
     con.execute("SET VARIABLE timeline_step = ?", [step])
-    pieces = rows(con, SQL_BARS)
+    windows = table_rows(con, "timeline_windows", "rank")
+    origin = min(w["start_ns"] for w in windows)
+    pieces = table_rows(con, "timeline_bars", "rank, kind, strategy NULLS FIRST, s")
     bars, gap = merge_close(pieces, max_bars)
     return {
         "step": step,
