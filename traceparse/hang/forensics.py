@@ -692,7 +692,7 @@ def _describe(con, d, by_rank, at_dump):
     if tag:
         d["strategy"], d["variant"], d["strategy_source"] = tag[0], tag[1], "tags of the traces' operations"
     else:
-        axis = con.execute("SELECT group_axis(?, ?)", [d["pg_desc"], d["pg_name"]]).fetchall()[0][0]  # macros.sql
+        axis = rows(con, "FROM hang_axis(?, ?)", [d["pg_desc"], d["pg_name"]])[0]["axis"]
         d["strategy"], d["strategy_source"] = axis, ("group description" if axis else "unknown: no traces of this group")
     last = {r: max(by_rank[r], key=lambda c: (c["ord"], c["time_ns"] or 0)) for r in d["missing"] if by_rank.get(r)}
     for r in d["missing"]:

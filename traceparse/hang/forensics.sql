@@ -35,6 +35,9 @@ SELECT strategy, variant FROM comm_ops
 WHERE group_ranks = members::INTEGER[] AND pg_name = name AND op = kind AND strategy IS NOT NULL
 GROUP BY ALL ORDER BY count(*) DESC LIMIT 1;
 
+-- hang_axis(description, name): the parallel axis a group's description or name gives (group_axis, macros.sql).
+CREATE OR REPLACE TEMP MACRO hang_axis(description, name) AS TABLE SELECT group_axis(description, name) AS axis;
+
 -- hang_last_traced(r): the last operation rank r's trace holds, as a call.
 CREATE OR REPLACE TEMP MACRO hang_last_traced(r) AS TABLE
 SELECT rank, op, group_ranks, pg_name, pg_desc, NULL AS seq, 'in its trace' AS state, 'in_trace' AS outcome,
