@@ -32,7 +32,7 @@ def gpu_section(con, graphs=None) -> dict:
     """``{status, reason?, temporal, idle, idle_causes, host_cost, launch, queue, findings}``; not_applicable on
     CPU-only runs. ``graphs``: the run's step graphs (step_graph.step_graphs, built once per document), to price
     the GPUs' waits on their hosts by replay (``host_cost``; None without them)."""
-    if not table_rows(con, "gpu_activity LIMIT 1", columns="rank"):
+    if not table_rows(con, "gpu_activity", columns="count(*) AS n")[0]["n"]:
         return {"status": "not_applicable", "reason": _no_gpu_reason(con), "findings": []}
     gpu_tables(con)
     temporal = table_rows(con, "gpu_doc_temporal", "rank, scope = 'hta', step")

@@ -44,13 +44,13 @@ def per_rank(con) -> list[dict]:
     """Per rank: steps, step time, and compute and communication summed over its step windows (the vocabulary's
     window_totals, the numbers every check uses; summary.sql summary_per_rank says how comm_fraction stays within
     one window)."""
-    return table_rows(_views(con), "summary_per_rank", "rank")
+    return table_rows(con, "summary_per_rank", "rank")
 
 
 def per_step(con) -> list[dict]:
     """Per rank and step window: its length split into compute, exposed communication (communication
     not under compute) and idle (neither, never below 0), from the vocabulary's window_totals."""
-    return table_rows(_views(con), "summary_per_step", "rank, step")
+    return table_rows(con, "summary_per_step", "rank, step")
 
 
 def busy(con) -> list[dict]:
@@ -63,20 +63,16 @@ def busy(con) -> list[dict]:
 
 def top_kernels(con, n=10) -> list[dict]:
     """The ``n`` heaviest kernels (CPU ops without kernels) by total time (summary.sql summary_top_ops)."""
-    return table_rows(_views(con), f"summary_top_ops({int(n)})")
+    return table_rows(con, f"summary_top_ops({int(n)})")
 
 
 def comm_summary(con) -> list[dict]:
-    return table_rows(_views(con), "summary_comm", "time_ns DESC NULLS LAST")
-
-
-def _views(con):
-    """``con`` with summary.sql's views and macros made."""
-    con.execute(sql_file(__package__, "summary.sql"))
-    return con
+    return table_rows(con, "summary_comm", "time_ns DESC NULLS LAST")
 
 
 def summary(con, top=10) -> dict:
+    """The ``summary`` section; its parts read summary.sql's views, made here once."""
+    con.execute(sql_file(__package__, "summary.sql"))
     return {
         "per_rank": per_rank(con),
         "per_step": per_step(con),

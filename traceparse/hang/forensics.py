@@ -687,10 +687,10 @@ def _describe(con, d, by_rank, at_dump):
     d["op_named_by"], d["op_recorded"] = (named["op_named_by"], named["op_recorded"]) if named else (None, None)
     desc = d["pg_desc"] or ""
     d["mesh_dim"] = desc[len("mesh_"):] if desc.startswith("mesh_") else None
-    tag = next(iter(con.execute("FROM hang_group_tag(?, ?, ?)", [d["group_ranks"], d["pg_name"], d["op"]]).fetchall()),
-               None)
+    tag = rows(con, "FROM hang_group_tag(?, ?, ?)", [d["group_ranks"], d["pg_name"], d["op"]])
     if tag:
-        d["strategy"], d["variant"], d["strategy_source"] = tag[0], tag[1], "tags of the traces' operations"
+        d["strategy"], d["variant"], d["strategy_source"] = tag[0]["strategy"], tag[0]["variant"], \
+            "tags of the traces' operations"
     else:
         axis = rows(con, "FROM hang_axis(?, ?)", [d["pg_desc"], d["pg_name"]])[0]["axis"]
         d["strategy"], d["strategy_source"] = axis, ("group description" if axis else "unknown: no traces of this group")
@@ -843,4 +843,4 @@ def _p2p_unseen(con, calls, programs) -> str:
 
 
 def _has_p2p(con) -> bool:
-    return bool(table_rows(con, "comm_ops", columns="rank", where="op IN ('send', 'recv')"))
+    return table_rows(con, "comm_ops", columns="count(*) > 0 AS any", where="op IN ('send', 'recv')")[0]["any"]
