@@ -13,7 +13,7 @@ import pytest
 
 from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run
-from traceparse.store.parts import VIEWS, folder_of
+from traceparse.store.parts import VIEWS, detach, folder_of
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "fixtures" / "runs" / "ddp2"
@@ -142,3 +142,57 @@ def test_small_files_are_parsed_in_batches_large_ones_alone(tmp_path):
     big = tmp_path / "big"
     big.write_bytes(b"x" * BATCH_BYTES)
     assert batches([big, *small[:2], big], 1) == [[0], [1, 2, 3]]
+
+
+def _replaced_meanwhile(db: Path):
+    """A thread putting in place a copy of the store ``db`` naming a build folder of its own (a copy of the current
+    one), as a load of the same run finishing now would, and collecting the folders nobody holds."""
+    import threading
+
+    import duckdb
+
+    from traceparse.store.parts import new_build, publish, release, stored
+
+    def put():
+        token, folder, lock = new_build(db)
+        shutil.copytree(folder_of(db) / stored(db)[1], folder, dirs_exist_ok=True)
+        tmp = db.with_name(f".{db.name}.{token}.tmp")
+        shutil.copyfile(db, tmp)
+        con = duckdb.connect(str(tmp))
+        con.execute("UPDATE meta SET value = ? WHERE key = 'parts'", [token])
+        con.close()
+        publish(tmp, db)
+        release(lock, db, token)
+
+    t = threading.Thread(target=put)
+    t.start()
+    return t
+
+
+@pytest.mark.slow
+def test_a_store_replaced_while_each_connection_opens_it_is_read_whole(tmp_path, monkeypatch):
+    """A load of the same store puts its own in place while a reader has opened the store and not yet taken hold
+    of its folder: the load waits for the hold (or the folder would go under the reader, every time)."""
+    import traceparse.store.build as build
+
+    db = tmp_path / "s.duckdb"
+    load_run([RUN], db=db)
+    real, loads = build.open_store, []
+
+    def open_store(path, full_access=False):
+        con = real(path, full_access)
+        if len(loads) < build.ATTEMPTS:
+            loads.append(_replaced_meanwhile(db))
+            loads[-1].join(timeout=0.5)  # done by now unless it must wait for this reader
+        return con
+
+    monkeypatch.setattr(build, "open_store", open_store)
+    con = connect(db)
+    try:
+        assert con.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0] == 2
+    finally:
+        con.close()
+        detach(con)
+    for t in loads:
+        t.join()
+    assert len(builds(db)) == 1  # the folder it read, let go of, collected as the store names another

@@ -11,13 +11,12 @@ from importlib.resources import files
 import duckdb
 
 from traceparse.store.groups import infer_groups
-from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing
+from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing, opening
 from traceparse.store.schema import SCHEMA_VERSION, ddl
 from traceparse.store.trust import duckdb_config, open_store, openable
 
-# connections to a store replaced while connecting (parts.Gone) before it is said to be missing, the n-th after
-# 0.05 x 2^n s: DuckDB shares one open database per file within a process, so a thread connecting while another
-# still has the replaced store open reads the replaced one until that connection closes
+# connections to a store whose build folder went while connecting (parts.Gone: a store whose folders have no
+# publish lock, parts.opening) before it is said to be missing, the n-th after 0.05 x 2^n s
 ATTEMPTS = 7
 
 
@@ -47,16 +46,17 @@ def connect_with_limits(db_path, read_only=False, full_access=False):
     if not read_only:
         return _connect(db_path, read_only)
     for attempt in range(ATTEMPTS):
-        con = open_store(db_path, full_access)
-        try:
-            attach(con, db_path, full_access)
-            return con
-        except Gone:
-            con.close()
-            time.sleep(0.05 * 2 ** attempt)
-        except BaseException:
-            con.close()
-            raise
+        with opening(db_path):  # no load of it replaces the store until its folder is held
+            con = open_store(db_path, full_access)
+            try:
+                attach(con, db_path, full_access)
+                return con
+            except Gone:
+                con.close()
+            except BaseException:
+                con.close()
+                raise
+        time.sleep(0.05 * 2 ** attempt)
     raise missing(db_path)
 
 

@@ -13,7 +13,8 @@ documentation; a connection made with ``attach`` shadows it with a view over the
 Each build writes a folder of its own, so loads of one store at once never share one, and a store replaced while
 it is read leaves its reader its folder: the folder's ``BUILD`` file is locked, exclusively by the load writing it
 until its store is in place, shared by every connection reading it (released when the connection is gone or the
-process ends). ``publish`` removes the folders of a store that nobody holds and its store no longer names, and the
+process ends). A connection takes that hold while no load of the store can put another in place (``opening``),
+so the folder the store it opened names cannot go before it is held. ``publish`` removes the folders of a store that nobody holds and its store no longer names, and the
 last connection out of such a folder removes it when this process made it (``_made``) or the store is an entry of
 traceparse's cache: a reader of a store it was given removes no folder of another process's (the store's next load
 collects it).
@@ -98,6 +99,25 @@ def _publishing(container: Path):
         yield
     finally:
         os.close(fd)
+
+
+@contextmanager
+def opening(store: Path):
+    """While a connection opens the store ``store`` and takes hold of the build folder it names: no load of the
+    store puts another in place or collects a folder (``_publishing``'s lock, shared by readers), so the folder the
+    store names is there until it is held. A store whose folders have no such lock (copied without it, or none)
+    is opened without it: a folder gone meanwhile is ``Gone`` and the store is opened again."""
+    try:
+        fd = os.open(folder_of(store) / PUBLISH, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def publish(tmp: Path, store: Path):
@@ -236,8 +256,7 @@ def _in_cache(store: Path) -> bool:
 
 def _current(container: Path) -> str | None:
     """The build folder the store in place names, as its last ``publish`` wrote it (read under the publish lock).
-    Not read from the store itself: DuckDB shares one open database per file within a process, so a thread would
-    read a replaced store that another thread still has open."""
+    Not read from the store itself: a file read, not a database opened (and vetted) under the lock."""
     try:
         return (container / CURRENT).read_text().strip() or None
     except FileNotFoundError:
