@@ -45,7 +45,7 @@ BELOW = ("traceparse/ingest/", "traceparse/load/", "traceparse/store/", "tracepa
 RAW_READS = {
     "analyzers/bubble.sql": 1, "analyzers/memory.py": 1, "analyzers/overlap.py": 1, "traceparse/document/cut.sql": 1,
     "traceparse/document/no_gpu.sql": 2, "traceparse/document/summary.sql": 2, "traceparse/history/kernel_diff.py": 1,
-    "traceparse/job_export.py": 7, "traceparse/layout/infer.py": 1, "traceparse/layout/model_facts.py": 12,
+    "traceparse/job_export.py": 7, "traceparse/layout/infer.sql": 1, "traceparse/layout/model_facts.sql": 12,
     "traceparse/tagging/features.sql": 3,
 }
 
@@ -63,11 +63,11 @@ def test_raw_tables_are_read_only_where_counted():
     assert found == RAW_READS
 
 
-def test_the_document_whatif_and_hang_forensics_keep_no_query_inline():
+def test_the_document_layout_whatif_and_hang_forensics_keep_no_query_inline():
     """Their SQL lives in .sql files beside them (views and table macros, read by name: store.query.table_rows);
     their Python assembles."""
     found = []
-    for folder in ("document", "whatif", "hang"):
+    for folder in ("document", "layout", "whatif", "hang"):
         for path in sorted((Path(__file__).resolve().parents[1] / "traceparse" / folder).glob("*.py")):
             found += [f"{path.name}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
                       if re.search(r"\bSELECT\b", line)]

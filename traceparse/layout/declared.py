@@ -24,15 +24,15 @@ import math
 
 from traceparse.axes import MODEL_AXES
 from traceparse.bounds import in_range, int_range
-from traceparse.store.query import rows
+from traceparse.store.query import define, table_rows
 
 MODEL_KEYS = ("hidden", "heads", "kv_heads", "seq", "micro_batch", "dtype_bytes", "experts", "top_k", "ffn", "vocab")
 TEXT_KEYS = ("pp_schedule", "optimizer")  # every other key is a whole number
 
 
 def declared(con) -> dict:
-    metas = {r["rank"]: json.loads(r["metadata"]) for r in rows(con, "SELECT rank, metadata FROM plugin_metadata ORDER BY rank")}
-    loaded = [r for (r,) in con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
+    metas = {r["rank"]: json.loads(r["metadata"]) for r in table_rows(con, "plugin_metadata", "rank", "rank, metadata")}
+    loaded = [r["rank"] for r in table_rows(con, "ranks", "rank", "rank")]
     if not metas:
         return {"present": False, "ranks": [], "values": {}, "sources": {}, "notes": []}
     ref_rank = min(metas)
@@ -94,7 +94,8 @@ def _named_dims(ref) -> list[tuple[str, int]]:
 
 
 def _axis(con, name):
-    return con.execute("SELECT group_axis(?, NULL)", [name]).fetchone()[0]
+    define(con, __package__, "declared.sql")
+    return table_rows(con, "layout_axis(?)", params=[name])[0]["axis"]
 
 
 def _degrees(con, ref, world) -> dict:

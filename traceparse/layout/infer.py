@@ -43,12 +43,10 @@ def infer_layout(con) -> dict:
     """{key: (value, evidence)} for every key in LAYOUT_KEYS."""
     out = {}
     world = _world(con)
-    tagged = con.execute(
-        "SELECT strategy, group_size, count(*) FROM comm_ops WHERE strategy IS NOT NULL GROUP BY ALL"
-    ).fetchall()
+    con.execute(sql_file(__package__, "infer.sql"))
     sizes = {}
-    for strategy, size, n in tagged:
-        sizes.setdefault(strategy, Counter())[size] += n
+    for t in table_rows(con, "layout_tagged_sizes"):
+        sizes.setdefault(t["strategy"], Counter())[t["group_size"]] += t["n"]
     for axis in AXES[1:]:
         out[axis] = _degree(axis, sizes.get(axis), world)
     out["dp"] = _dp_degree(out, sizes.get("dp"), world)
@@ -118,9 +116,7 @@ def _dp_degree(out, dp_sizes, world):
 
 
 def _zero_stage(con, dp):
-    variants = con.execute(
-        "SELECT variant, count(*) FROM comm_ops WHERE strategy = 'dp' GROUP BY variant ORDER BY variant DESC"
-    ).fetchall()
+    variants = [(v["variant"], v["n"]) for v in table_rows(con, "layout_dp_variants", "variant DESC")]
     if dp is None:
         return None, "data-parallel degree unknown"
     if dp == 1:
@@ -149,14 +145,11 @@ def _dp_split(con, out) -> dict:
     if zero == 0:
         why = f"plain replication (ZeRO-0) over the {dp} data-parallel ranks"
         return {"dp_replicate": (dp, why), "dp_shard": (1, why)}
-    rows = con.execute(
-        "SELECT group_size, variant, count(*) FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL "
-        "GROUP BY ALL ORDER BY 3 DESC"
-    ).fetchall()
+    groups = table_rows(con, "layout_dp_groups", "n DESC")
     sharded = Counter()
-    for size, variant, n in rows:
-        if variant and variant != "zero0":
-            sharded[size] += n
+    for g in groups:
+        if g["variant"] and g["variant"] != "zero0":
+            sharded[g["group_size"]] += g["n"]
     if not sharded:
         why = (f"state sharded (ZeRO-{zero}), in groups whose size the trace does not give: how the {dp} "
                "data-parallel ranks split into replicas and shards is unknown")
@@ -166,7 +159,7 @@ def _dp_split(con, out) -> dict:
     if s > dp and s % seq == 0:
         s //= seq  # the sharding group spans the sequence split too (torchtitan's dp_shard_cp)
     if s < dp and dp % s == 0:
-        replicas = sorted({size for size, variant, _ in rows if variant == "zero0"})
+        replicas = sorted({g["group_size"] for g in groups if g["variant"] == "zero0"})
         why = (f"hybrid sharding (HSDP): state sharded (ZeRO-{zero}) over groups of {s} ranks, replicated across "
                f"{dp // s} of them" + (f" (all-reduce groups of {replicas} ranks)" if replicas else ""))
         return {"dp_replicate": (dp // s, why), "dp_shard": (s, why)}
@@ -178,14 +171,12 @@ def _accumulation(con):
     """(m, evidence): gradient accumulation without a pipeline, the forward/backward passes per optimizer
     step on every rank: DDP's / FSDP's forward annotations, else the backward passes on the thread
     that runs the steps that each follow forward compute (matmuls, embeddings) there."""
-    per = con.execute(
-        "SELECT rank, step, count(*) FROM events WHERE step IS NOT NULL AND list_contains(?, name) GROUP BY ALL",
-        [list(FORWARD_PASS)]).fetchall()
+    per = table_rows(con, "layout_forward_passes(?)", params=[list(FORWARD_PASS)])
     source = "forward passes (" + " / ".join(FORWARD_PASS) + ")"
     if not per:
         per = _backward_passes(con)
         source = "backward passes after forward compute"
-    counts = Counter(n for _, _, n in per if n)
+    counts = Counter(p["n"] for p in per if p["n"])
     if not counts:
         return 1, "no pipeline and no backward pass seen: no gradient accumulation"
     m, seen = counts.most_common(1)[0]
@@ -197,13 +188,10 @@ def _accumulation(con):
 
 
 def _backward_passes(con):
-    """[(rank, step, passes)] per rank-step with forward compute or autograd frames on the main thread: the
+    """[{rank, step, n: passes}] per rank-step with forward compute or autograd frames on the main thread: the
     vocabulary's backward passes (traceparse/vocabulary/phases.sql) that follow forward compute and have autograd
     frames on the main thread."""
-    return con.execute(
-        """SELECT rank, step, count(DISTINCT pass) FILTER (WHERE autograd AND pass > 0)
-           FROM pass_events WHERE main_thread GROUP BY rank, step"""
-    ).fetchall()
+    return table_rows(con, "layout_backward_passes")
 
 
 def _pipeline(con, pp):
@@ -233,12 +221,9 @@ def _pipeline(con, pp):
 
 def _zero_bubble(con, pp):
     """(schedule, evidence) when the schedule annotations (pipeline_marks) show split backwards (I, W), else None."""
-    rows = con.execute(
-        """SELECT rank, list(DISTINCT stage), list(DISTINCT CASE WHEN fused THEN 'OVERLAP_F_B' ELSE action END)
-           FROM pipeline_marks WHERE stage IS NOT NULL AND (fused OR action IN ('F', 'B', 'I', 'W')) GROUP BY rank"""
-    ).fetchall()
-    stages = {rank: set(s) for rank, s, _ in rows}
-    kinds = {k for _, _, ks in rows for k in ks}
+    rows = table_rows(con, "layout_stage_actions")
+    stages = {r["rank"]: set(r["stages"]) for r in rows}
+    kinds = {k for r in rows for k in r["actions"]}
     if not kinds & {"I", "W"}:
         return None
     n_stages = max(max(s) for s in stages.values()) + 1
@@ -257,9 +242,8 @@ def _zero_bubble(con, pp):
 
 
 def _from_annotations(con, pp):
-    stages, mbs = (set(x) for x in con.execute(
-        "SELECT coalesce(list(DISTINCT stage), []), coalesce(list(DISTINCT microbatch), []) FROM pipeline_marks "
-        "WHERE NOT fused").fetchone())
+    [marked] = table_rows(con, "layout_marked")
+    stages, mbs = set(marked["stages"]), set(marked["microbatches"])
     stages.discard(None)
     mbs.discard(None)
     if not mbs:
@@ -271,21 +255,12 @@ def _from_annotations(con, pp):
 
 
 def _from_sends(con):
-    rows = con.execute(
-        """
-        SELECT list_sort(group_ranks) AS g, group_ranks, rank, peer, count(*) // count(DISTINCT step) AS per_step
-        FROM comm_ops
-        WHERE strategy = 'pp' AND op = 'send' AND peer IS NOT NULL AND group_ranks IS NOT NULL AND step IS NOT NULL
-        GROUP BY ALL
-        ORDER BY g, rank, peer
-        """
-    ).fetchall()
+    rows = table_rows(con, "layout_pp_sends", "g, rank, peer")
     if not rows:
         return None
-    ranks = rows[0][1]
-    group = [r for r in rows if r[1] == ranks]
+    ranks = rows[0]["group_ranks"]
     n = len(ranks)
-    links = {(r[2], r[3]): r[4] for r in group}
+    links = {(r["rank"], r["peer"]): r["per_step"] for r in rows if r["group_ranks"] == ranks}
     first_to_second = links.get((ranks[0], ranks[1]), 0)
     wrap = links.get((ranks[-1], ranks[0]), 0) if n > 2 else 0
     m = first_to_second - wrap
@@ -297,18 +272,7 @@ def _from_sends(con):
 
 
 def _one_f_one_b_or_gpipe(con):
-    rows = con.execute(
-        """
-        WITH last AS (SELECT rank, group_ranks[len(group_ranks)] AS last_rank, group_ranks[len(group_ranks) - 1] AS prev
-                      FROM comm_ops WHERE strategy = 'pp' AND group_ranks IS NOT NULL
-                      ORDER BY list_sort(group_ranks), rank LIMIT 1)
-        SELECT c.op FROM comm_ops c, last
-        WHERE c.strategy = 'pp' AND c.rank = last.last_rank AND c.peer = last.prev
-          AND c.step = (SELECT min(step) FROM comm_ops WHERE strategy = 'pp')
-        ORDER BY c.host_ts_ns
-        """
-    ).fetchall()
-    ops = [op for (op,) in rows]
+    ops = [r["op"] for r in table_rows(con, "layout_last_stage_ops", "host_ts_ns", columns="op")]
     if "send" not in ops or "recv" not in ops:
         return None, "cannot see the last stage's receives and sends"
     first_send = ops.index("send")

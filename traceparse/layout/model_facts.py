@@ -9,7 +9,9 @@ its source. Symbols follow docs/parallelism.md 1.
 import json
 import math
 from collections import Counter, defaultdict
+
 from traceparse.axes import AXES as DEGREES
+from traceparse.store.query import define, table_rows
 
 # optimizer tensors per parameter (docs/parallelism.md 1: SGD 0, momentum 1, Adam/AdamW 2, Muon 1)
 N_OPT = {"adam": 2, "adamw": 2, "fusedadam": 2, "adamax": 2, "nadam": 2, "radam": 2, "lamb": 2, "fusedlamb": 2,
@@ -25,6 +27,12 @@ def fact(value, source):
     return {"value": value, "source": source}
 
 
+def _read(ctx, name: str, order: str = "", columns: str = "*", params=None) -> list[dict]:
+    """The rows of a view or macro of model_facts.sql on the store ``ctx.con``."""
+    define(ctx.con, __package__, "model_facts.sql")
+    return table_rows(ctx.con, name, order, columns, params=params)
+
+
 def stated(ctx, key, unit=""):
     v = ctx.stated.get(key)
     return None if v is None else fact(v, f"{ctx.given(key)} ({key}{unit})")
@@ -35,10 +43,8 @@ def run_shape(ctx) -> dict:
     ``unmeasured``: the ranks cut short (ranks.kept_until_ns) when some rank is whole: their bytes per step are
     measured through the others, since a cut file may lose its worker threads (gloo's annotations, which give sizes
     and groups) even in its complete steps; ``measured_ranks``: the others, the denominator of bytes per rank."""
-    ranks, steps, stepped, cut = ctx.con.execute(
-        "SELECT (SELECT count(*) FROM ranks), (SELECT count(DISTINCT step) FROM step_windows), "
-        "(SELECT count(*) > 0 FROM steps), "
-        "(SELECT coalesce(list(rank ORDER BY rank), []) FROM ranks WHERE kept_until_ns IS NOT NULL)").fetchone()
+    [got] = _read(ctx, "facts_run_shape")
+    ranks, steps, stepped, cut = got["ranks"], got["steps"], got["stepped"], got["cut"]
     unmeasured = cut if len(cut) < ranks else []  # every rank cut: each measured as it is
     return {"ranks": ranks, "steps": max(steps, 1), "stepped": stepped, "unmeasured": unmeasured,
             "measured_ranks": ranks - len(unmeasured)}
@@ -63,28 +69,16 @@ def delta(ctx, strategy=None) -> dict:
     """Bytes per element: the element size of the strategy's (else the gradient) collectives, else stated dtype_bytes."""
     if "dtype_bytes" in ctx.stated:
         return stated(ctx, "dtype_bytes")
-    got = ctx.con.execute(
-        "SELECT elem_bytes, string_agg(DISTINCT dtype, ', ' ORDER BY dtype), count(*) FROM comm_ops "
-        "WHERE strategy = ? AND elem_bytes IS NOT NULL GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 1", [strategy or "dp"]).fetchone()
+    got = _read(ctx, "facts_elem_size(?)", params=[strategy or "dp"])
     if got:
-        return fact(got[0], f"trace: element size of the {strategy or 'dp gradient'} collectives ({got[1]})")
+        return fact(got[0]["elem_bytes"], f"trace: element size of the {strategy or 'dp gradient'} collectives "
+                                          f"({got[0]['dtypes']})")
     return fact(None, f"no {strategy or 'dp'} collective with a known dtype and no stated dtype_bytes")
 
 
 def _grad_bytes(ctx, shape):
     """Per rank (mean, max) bytes per step of the dp gradient collectives (all-reduce for ZeRO-0/1, reduce-scatter for 2/3)."""
-    rows = ctx.rows(
-        """
-        SELECT rank, any_value(variant) AS variant, sum(bytes_in) AS b, count(*) AS n, max(elem_bytes) AS eb
-        FROM comm_ops
-        WHERE strategy = 'dp' AND bytes_in IS NOT NULL
-          AND ((rank, step) IN (SELECT (rank, step) FROM step_windows) OR NOT ?)
-          AND NOT list_contains(?, rank)  -- run_shape's unmeasured ranks
-          AND ((op = 'all_reduce' AND coalesce(variant, 'zero0') IN ('zero0', 'zero1'))
-            OR (op = 'reduce_scatter' AND coalesce(variant, 'zero2') IN ('zero2', 'zero3')))
-        GROUP BY rank
-        """, [shape["stepped"], shape["unmeasured"]])
-    return rows
+    return _read(ctx, "facts_grad_bytes(?, ?)", "rank", params=[shape["stepped"], shape["unmeasured"]])
 
 
 def sync_rounds(ctx, deg) -> dict:
@@ -93,16 +87,12 @@ def sync_rounds(ctx, deg) -> dict:
     reduce-scatters once. Per rank and step, each reduce-scatter size (a sharded unit, or units of one size)
     repeats once a round: rounds = the greatest common divisor of those counts and m, the most common value."""
     m = deg["microbatches"]["value"] or 1
-    rows = ctx.con.execute(
-        """SELECT rank, step, bytes_in, count(*) FROM comm_ops
-           WHERE strategy = 'dp' AND op = 'reduce_scatter' AND variant IN ('zero2', 'zero3')
-             AND (rank, step) IN (SELECT (rank, step) FROM step_windows) AND bytes_in IS NOT NULL
-           GROUP BY ALL""").fetchall()
+    rows = _read(ctx, "facts_reduce_scatters")
     if not rows:
         return fact(m, "no ZeRO-2/3 gradient reduce-scatter seen: the notes' one per micro-batch (m)")
     counts = defaultdict(lambda: m)
-    for rank, step, _, n in rows:
-        counts[(rank, step)] = math.gcd(counts[(rank, step)], n)
+    for r in rows:
+        counts[(r["rank"], r["step"])] = math.gcd(counts[(r["rank"], r["step"])], r["n"])
     rounds = Counter(counts.values()).most_common(1)[0][0]
     return fact(rounds, f"trace: gradient reduce-scatters per step, each unit's repeats (gcd with m = {m})")
 
@@ -166,22 +156,17 @@ def accumulated(ctx, shape, deg):
     AccumulateGrad whose shape is one the rank receives on a pp-tagged call is not a parameter. None unless every
     loaded rank accumulates every shape m times a step: schedules that split the backward (zero-bubble, DualPipeV)
     compute some weight gradients without AccumulateGrad, so the count would miss parameters."""
-    rows = ctx.con.execute(
-        """SELECT e.rank, a.input_dims FROM events e JOIN op_args a USING (rank, ev_id)
-           WHERE e.name = 'torch::autograd::AccumulateGrad'
-             AND ((e.rank, e.step) IN (SELECT (rank, step) FROM step_windows) OR NOT ?)""",
-        [shape["stepped"]]).fetchall()
-    received = {(rank, tuple(d)) for rank, dims in ctx.con.execute(
-        """SELECT DISTINCT c.rank, a.input_dims FROM comm_intervals c JOIN op_args a USING (rank, ev_id)
-           WHERE c.strategy = 'pp' AND c.op = 'recv'""").fetchall() for d in _shapes(json.loads(dims or "[]"))}
+    rows = _read(ctx, "facts_accumulate_grad(?)", params=[shape["stepped"]])
+    received = {(r["rank"], tuple(d)) for r in _read(ctx, "facts_pp_received")
+                for d in _shapes(json.loads(r["input_dims"] or "[]"))}
     per_rank, times = Counter(), Counter()
-    for rank, dims in rows:
-        d = json.loads(dims or "[]")
+    for r in rows:
+        rank, d = r["rank"], json.loads(r["input_dims"] or "[]")
         if d and isinstance(d[0], list) and (rank, tuple(d[0])) not in received:
             per_rank[rank] += math.prod(d[0])
             times[(rank, tuple(d[0]))] += 1
     m = deg["microbatches"]["value"] or 1
-    if (not per_rank or len(per_rank) < ctx.con.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0]
+    if (not per_rank or len(per_rank) < _read(ctx, "facts_event_ranks")[0]["n"]
             or any(n % (shape["steps"] * m) for n in times.values())):
         return None
     return max(per_rank.values()) / shape["steps"] / m
@@ -196,11 +181,8 @@ def _shapes(dims):
 
 def _mode_dims(ctx, names, shape):
     """The most common input_dims of the ops named ``names`` (in the profiled steps when there are any)."""
-    got = ctx.con.execute(
-        """SELECT a.input_dims, count(*) AS n FROM events e JOIN op_args a USING (rank, ev_id)
-           WHERE list_contains(?::VARCHAR[], e.name) AND (e.step IS NOT NULL OR NOT ?)
-           GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1""", [list(names), shape["stepped"]]).fetchone()
-    return (json.loads(got[0]), got[1]) if got else (None, 0)
+    got = _read(ctx, "facts_mode_dims(?, ?)", params=[list(names), shape["stepped"]])
+    return (json.loads(got[0]["input_dims"]), got[0]["n"]) if got else (None, 0)
 
 
 def activation(ctx, shape, deg) -> dict:
@@ -246,9 +228,7 @@ def layers_local(ctx, shape, deg) -> dict:
     for names, per, what in ((ATTENTION, 1, "scaled_dot_product_attention calls"),
                              (ATTENTION_KERNELS, 1, "attention kernels"),
                              (NORMS, 2, "norm calls / 2 (pre-norm: two per layer)")):
-        n = ctx.con.execute(
-            "SELECT count(*) FROM events WHERE list_contains(?::VARCHAR[], name) AND (step IS NOT NULL OR NOT ?)",
-            [list(names), shape["stepped"]]).fetchone()[0]
+        n = _read(ctx, "facts_calls(?, ?)", params=[list(names), shape["stepped"]])[0]["n"]
         if n:
             each = n / (shape["ranks"] * shape["steps"] * m)
             return fact(each if per == 1 else math.floor(each / per),
@@ -270,11 +250,10 @@ def top_k(ctx) -> dict:
     """K_MoE: stated top_k, else the k of the router's aten::topk calls."""
     if "top_k" in ctx.stated:
         return stated(ctx, "top_k")
-    got = ctx.con.execute(
-        """SELECT json_extract_string(a.concrete_inputs, '$[1]') AS k, count(*) FROM events e JOIN op_args a USING (rank, ev_id)
-           WHERE e.name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1""").fetchone()
-    if got and got[0] and got[0].isdigit():
-        return fact(int(got[0]), "trace: k of the aten::topk calls (the router)")
+    got = _read(ctx, "facts_top_k")
+    k = got[0]["k"] if got else None
+    if k and k.isdigit():
+        return fact(int(k), "trace: k of the aten::topk calls (the router)")
     return fact(None, "not stated (top_k) and no aten::topk call recorded")
 
 
@@ -283,8 +262,7 @@ def optimizer(ctx) -> dict:
     name = ctx.stated.get("optimizer")
     src = f"{ctx.given('optimizer')} (optimizer)"
     if name is None:
-        names = [r[0] for r in ctx.con.execute(
-            "SELECT DISTINCT optimizer_class(name) AS c FROM events WHERE c IS NOT NULL ORDER BY 1").fetchall()]
+        names = [r["c"] for r in _read(ctx, "facts_optimizers", "c")]
         inner = [n for n in names if n.lower() not in WRAPPERS] or names
         name = inner[0] if inner else None
         src = f"trace: Optimizer.step#{name}.step annotation" if name else "no Optimizer.step annotation"
@@ -306,12 +284,7 @@ def optimizer(ctx) -> dict:
 
 def _sgd_momentum(ctx, name):
     """True when the SGD step multiplies (buf.mul_(momentum)), False when it only adds, None when nothing is inside."""
-    got = ctx.con.execute(
-        """SELECT count(*) FILTER (WHERE i.name IN ('aten::mul_', 'aten::_foreach_mul_', 'aten::_foreach_mul')),
-                  count(*) FILTER (WHERE i.name IN ('aten::add_', 'aten::_foreach_add_'))
-           FROM events o JOIN events i ON i.rank = o.rank AND i.tid = o.tid AND i.ts_ns >= o.ts_ns
-                AND i.ts_ns + i.dur_ns <= o.ts_ns + o.dur_ns AND i.cat = 'cpu_op'
-           WHERE o.name = ?""", [f"Optimizer.step#{name}.step"]).fetchone()
-    if not any(got):
+    [got] = _read(ctx, "facts_sgd_ops(?)", params=[f"Optimizer.step#{name}.step"])
+    if not (got["muls"] or got["adds"]):
         return None
-    return got[0] > 0
+    return got["muls"] > 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from traceparse.models.pipeline import FORMULAS
 from traceparse.errors import TraceError
 from traceparse.bounds import int_range
-from traceparse.store.query import rows
+from traceparse.store.query import define, table_rows
 from traceparse.axes import INT_LAYOUT_KEYS, LAYOUT_KEYS
 
 MODEL_KEYS = {"kv_heads", "experts", "layers", "ranks_per_node", "hidden", "heads", "seq", "micro_batch",
@@ -17,7 +17,7 @@ STATED_KEYS = set(LAYOUT_KEYS) | MODEL_KEYS | {"optimizer"}
 
 
 def inferred_layout(con) -> dict:
-    got = {k: (json.loads(v), why) for k, v, why in con.execute("SELECT key, value, evidence FROM layout").fetchall()}
+    got = {r["key"]: (json.loads(r["value"]), r["evidence"]) for r in table_rows(con, "layout")}
     doc = {k: got.get(k, (None, "not inferred"))[0] for k in LAYOUT_KEYS}
     doc["evidence"] = {k: got.get(k, (None, "not inferred"))[1] for k in LAYOUT_KEYS}
     return doc
@@ -117,10 +117,7 @@ def compare_stated(layout: dict, stated: dict, sources: dict | None = None) -> l
 def lint(con, layout: dict, stated: dict) -> list[str]:
     """Warnings from the bounds of docs/parallelism.md section 4 [II.IV]."""
     warnings = []
-    per_node = stated.get("ranks_per_node") or con.execute(
-        "SELECT CASE WHEN count(host) = count(*) THEN max(n) END FROM "
-        "(SELECT host, count(*) AS n FROM ranks GROUP BY host)"
-    ).fetchone()[0]
+    per_node = stated.get("ranks_per_node") or _read(con, "layout_ranks_per_node")[0]["per_node"]
     tp, sp, ep, pp = (layout.get(k) for k in ("tp", "sp", "ep", "pp"))
     if tp and per_node and tp > per_node:
         warnings.append(f"tp = {tp} spans more ranks than a node holds ({per_node}): TP traffic leaves the node (docs/parallelism.md 3.3, 4)")
@@ -142,36 +139,11 @@ def collectives(con) -> list[dict]:
     the notes' communication volume (comm_volume; ``traceparse explain volume``). They are null when no operation
     of the row has a known size, else the sum of the known sizes; ``ops_without_size`` counts the operations left out.
     """
-    return rows(
-        con,
-        """
-        WITH n AS (SELECT (SELECT count(*) FROM ranks) AS ranks,
-                          greatest((SELECT count(DISTINCT step) FROM step_windows), 1) AS steps,
-                          (SELECT count(*) > 0 FROM steps) AS stepped)
-        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op,
-               round(count(*) / any_value(n.ranks * n.steps), 3) AS count,
-               -- NULL when no operation has a known size, else the sum of the known ones (ops_without_size: the rest)
-               round(sum(bytes_in) / any_value(n.ranks * n.steps)) AS input_bytes_per_rank_per_step,
-               round(sum(coalesce(exec_dur_ns, host_dur_ns)) / any_value(n.ranks * n.steps)) AS time_per_rank_per_step_ns,
-               count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
-               any_value(rule_id) AS rule_id
-        FROM comm_ops, n
-        WHERE (rank, step) IN (SELECT (rank, step) FROM step_windows) OR NOT n.stepped
-        GROUP BY 1, 2, 3 ORDER BY strategy, variant, op
-        """,
-    )
+    return _read(con, "layout_collectives", "strategy, variant, op")
 
 
 def untagged(con) -> dict:
-    r = rows(
-        con,
-        """
-        SELECT count(*) FILTER (WHERE strategy IS NULL) AS ops, count(*) AS all_ops,
-               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)) FILTER (WHERE strategy IS NULL), 0) AS time_ns,
-               coalesce(sum(coalesce(exec_dur_ns, host_dur_ns)), 0) AS all_time_ns
-        FROM comm_ops
-        """,
-    )[0]
+    r = _read(con, "layout_untagged")[0]
     r["time_fraction"] = round(r["time_ns"] / r["all_time_ns"], 4) if r["all_time_ns"] else None
     from traceparse.tagging.tag import untagged_why  # here: tagging imports DuckDB, which a kept document needs not
 
@@ -181,13 +153,10 @@ def untagged(con) -> dict:
 
 def tags(con) -> list[dict]:
     """One row per (strategy, variant, op, rule, confidence); bytes_in null when no operation has a known size."""
-    return rows(
-        con,
-        """
-        SELECT coalesce(strategy, 'untagged') AS strategy, variant, op, rule_id, confidence,
-               count(*) AS ops, count(DISTINCT rank) AS ranks, list_sort(any_value(group_ranks))::VARCHAR AS a_group,
-               sum(bytes_in)::BIGINT AS bytes_in, count(*) FILTER (WHERE bytes_in IS NULL) AS ops_without_size,
-               sum(coalesce(exec_dur_ns, host_dur_ns))::BIGINT AS time_ns
-        FROM comm_ops GROUP BY ALL ORDER BY strategy, variant, op, rule_id
-        """,
-    )
+    return _read(con, "layout_tags", "strategy, variant, op, rule_id")
+
+
+def _read(con, name: str, order: str = "") -> list[dict]:
+    """The rows of a view of stated.sql on the store ``con``."""
+    define(con, __package__, "stated.sql")
+    return table_rows(con, name, order)

@@ -1,5 +1,6 @@
 """Run a query on a store and get plain rows (dicts); tell a damaged database file from other DuckDB errors."""
 
+import weakref
 from functools import cache
 from importlib.resources import files
 
@@ -10,11 +11,24 @@ def rows(con, sql, params=None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
-def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "") -> list[dict]:
+def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "", params=None) -> list[dict]:
     """The rows of the table, view or table macro call ``name`` (traceparse's own: never user text), ``columns`` of
-    them, ``where`` holds, in ``order``: reading a view an SQL file defines, with its logic left there."""
+    them, ``where`` holds, in ``order``: reading a view an SQL file defines, with its logic left there. A value
+    that is not traceparse's own (a name read from a trace) goes in as a parameter: ``?`` in ``name``, ``params``."""
     return rows(con, f"SELECT {columns} FROM {name}" + (f" WHERE {where}" if where else "")
-                + (f" ORDER BY {order}" if order else ""))
+                + (f" ORDER BY {order}" if order else ""), params)
+
+
+_defined = weakref.WeakKeyDictionary()  # connection -> the SQL files run on it (define)
+
+
+def define(con, package: str, name: str):
+    """Run the SQL file ``name`` of ``package`` on ``con`` once: the TEMP views and macros of a module that reads
+    them many times over one read-only connection (each read calls this first)."""
+    done = _defined.setdefault(con, set())
+    if (package, name) not in done:
+        con.execute(sql_file(package, name))
+        done.add((package, name))
 
 
 def damaged(e: Exception) -> bool:
