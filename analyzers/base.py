@@ -19,6 +19,7 @@ class Spec:
     denominator: str
     needs: str  # the data it requires
     notes: str  # the section of docs/parallelism.md it comes from, and deliberate choices
+    example: str  # what it says of a bundled run (fixtures/runs), its expected value worked from the run's configuration
 
 
 @dataclass

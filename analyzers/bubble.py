@@ -73,6 +73,12 @@ SPEC = Spec(
         "warn_saving_share/fail_saving_share), reported, not graded, where gloo's inline send/recv cannot be hidden; "
         "from the excess ([bubble] warn_excess/fail_excess) without a replay."
     ),
+    example=(
+        "pp4_1f1b_m4 (fixtures/runs: 4 pipeline stages on 4 gloo ranks, 1F1B, m = 4): the notes expect (4 - 1) / "
+        "(4 + 4 - 1) = 3/7, 42.9% of the step idle on each stage; its stages' main threads compute for about a fifth "
+        "of the step (measured 80.2%), and the replay prices the excess at about a third of the step, reported and "
+        "not graded: gloo runs send/recv inline, so no schedule hides them."
+    ),
 )
 
 SMALL_RUN = check_thresholds()["bubble"]["action_min_share"]  # shorter compute runs are not actions (thresholds.toml)

@@ -45,6 +45,11 @@ SPEC = Spec(
         "them; a strategy without a known size or without a formula is not_applicable with the reason, and so is "
         "the check when no strategy has both. Unknown sizes are never 0: volumes and bytes are null when no "
         "operation has a size, else the known sum with ops_without_size."),
+    example=(
+        "ddp2 (fixtures/runs: DDP on 2 ranks, 115,328 fp32 parameters): ZeRO-0 moves 2 delta Phi_dp = 2 x 4 x "
+        "115,328 = 922,624 bytes per rank per step; the run's one all-reduce passes 461,312 bytes, which the notes "
+        "count twice (reduce-scatter plus all-gather): 922,624 bytes, ratio 1.00, ok."
+    ),
 )
 
 SQL = sql("comm_volume")

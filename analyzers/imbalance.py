@@ -138,6 +138,12 @@ SPEC = Spec(
         "ranks on 2 collectives in 2-rank groups (chance 1 in 4) and missed a rank last at 72% of 2-rank "
         "collectives."
     ),
+    example=(
+        "straggler_dp2_tp2 (fixtures/runs: dp2 x tp2, rank 3 made to run 32 extra matmuls in every block): rank 3's "
+        "compute floor is 2.5x the ranks' mean, it is last at 24 of its 32 collectives (chance: half of them), the "
+        "latest in both steps, and the critical path runs 86% through it: named (by its work and the path), the "
+        "others losing about 31% of a step waiting for it: fail."
+    ),
 )
 
 def run(ctx):

@@ -35,6 +35,12 @@ SPEC = Spec(
         "modelled: the measured peak includes them, so [memory] warn_over_model (3) allows for them. "
         "Without a measured peak (no memory events) or without the optimizer state the check compares nothing: "
         "not_applicable with the reason, the model's bytes still reported (unknown ones null)."),
+    example=(
+        "ddp2 (fixtures/runs: 115,328 fp32 parameters, AdamW, ZeRO-0): (2 delta + (n_opt + 1) delta_opt) Phi = "
+        "(8 + 3 x 4) x 115,328 = 2,306,560 bytes per device: parameters and gradients 461,312 each, AdamW's two "
+        "states and the fp32 copy 1,383,936; its trace has no memory events (profile_memory off), so the check "
+        "compares nothing: not_applicable, the model's bytes reported."
+    ),
 )
 
 

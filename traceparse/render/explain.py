@@ -20,7 +20,7 @@ from traceparse.escape import terminal
 from traceparse.render.fit import DEFAULT
 from traceparse.render.fit import WIDTH as FITTED
 
-CHECK_FIELDS = ("definition", "numerator", "denominator", "needs", "notes")
+CHECK_FIELDS = ("definition", "numerator", "denominator", "needs", "notes", "example")
 NBSP = "\u00a0"
 
 
@@ -47,7 +47,7 @@ def with_docs(text: str) -> str:
 
 def render_check(spec: dict, meaning: str) -> str:
     """A check's spec: ``id: title``, what it means in plain words, then its definition, numerator, denominator,
-    needs and notes."""
+    needs, notes and an example."""
     lines = [f"{spec['id']}: {spec['title']}", labelled("what it means", meaning)]
     lines += [labelled(label, spec[label]) for label in CHECK_FIELDS if spec.get(label)]
     return with_docs("\n".join(lines))

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 
 DEFAULT = 100  # columns when the output is not a terminal
 NARROWEST = 40
+SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole; a larger one is summarized
 WIDTH: ContextVar[int | None] = ContextVar("traceparse_width", default=None)
 
 

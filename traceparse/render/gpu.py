@@ -4,10 +4,10 @@ launched. A run of more than ``SMALL_RUN`` ranks shows its whole-span rows and t
 
 from traceparse.render.page import text as esc
 from traceparse.escape import terminal
+from traceparse.render.fit import SMALL_RUN
 from traceparse.render.plain_table import table
 from traceparse.units import ms, pct
 
-SMALL_RUN = 8
 
 
 def _step(r) -> str:

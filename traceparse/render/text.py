@@ -19,12 +19,12 @@ from traceparse.axes import AXES, HSDP_KEYS, LAYOUT_KEYS
 from traceparse.status import SEVERITY, at_least
 from traceparse.render.critical_path import render_critical_path
 from traceparse.escape import terminal
+from traceparse.render.fit import SMALL_RUN
 from traceparse.render.gpu import render_gpu
 from traceparse.render.plain_table import table  # noqa: F401  (its home; importers read it from here too)
 from traceparse.units import bound, count, duration, first_of, ms, number, pct, size
 
 
-SMALL_RUN = 8  # runs of up to this many ranks show every per-rank table whole
 SHORT_TOP = 4  # the heaviest kernels a summarized report shows unless --top says how many
 FULL_HINT = "--full"
 
