@@ -54,6 +54,35 @@ def digest(path: Path, without=()) -> tuple[str, str]:
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
+def kept(name: str, file: Path) -> Path:
+    """Where ``--write FILE`` keeps the document of ``name``: ``FILE.d/<name with / as __>.json``."""
+    return file.with_name(file.name + ".d") / (name.replace("/", "__") + ".json")
+
+
+def differences(old, new, path="", limit=12) -> list[str]:
+    """Each value that differs between two documents (parsed JSON), by its path: ``/checks/bubble/measured: 0.8 ->
+    0.7``; at most ``limit``."""
+    out = []
+
+    def walk(a, b, at):
+        if len(out) >= limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b), key=str):
+                if k not in a or k not in b:
+                    out.append(f"{at}/{k}: {'gone' if k in a else 'new'}")
+                else:
+                    walk(a[k], b[k], f"{at}/{k}")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{at}[{i}]")
+        elif a != b:
+            out.append(f"{at or '/'}: {str(a)[:80]} -> {str(b)[:80]}")
+
+    walk(old, new, path)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--write", type=Path)
@@ -69,7 +98,7 @@ def main(argv=None):
             continue
         found[name], text = digest(path, args.without)
         if args.write:
-            keep = args.write.with_name(args.write.name + ".d") / (name.replace("/", "__") + ".json")
+            keep = kept(name, args.write)
             keep.parent.mkdir(parents=True, exist_ok=True)
             keep.write_text(text)
         print(name, found[name], file=sys.stderr)

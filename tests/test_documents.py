@@ -28,6 +28,9 @@ def test_every_bundled_run_has_a_digest():
 def test_document_unchanged(name):
     if name.startswith("public/"):
         public_trace(name.removeprefix("public/"))  # skips, saying so, without the public traces
-    got, _ = documents.digest(RUNS[name])
-    assert got == EXPECTED[name], (f"{name}: the analyze document changed; see it with "
-                                   f"python scripts/documents.py --only {name} --write /tmp/d.json")
+    got, text = documents.digest(RUNS[name])
+    if got != EXPECTED[name]:
+        recorded = documents.kept(name, ROOT / "tests" / "documents.json")
+        moved = documents.differences(json.loads(recorded.read_text()), json.loads(text)) if recorded.exists() else []
+        pytest.fail(f"{name}: the analyze document changed" + "".join(f"\n  {m}" for m in moved)
+                    + f"\nsee it whole with python scripts/documents.py --only {name} --write /tmp/d.json")
