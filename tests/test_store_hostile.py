@@ -320,3 +320,34 @@ def test_a_cache_in_a_folder_of_any_name(tmp_path, monkeypatch, where):
         r = run_cli("analyze", DDP2, "-q", "--format", "json")
         assert r.exit_code == 0, r.output
     assert list(folder.rglob("*.duckdb"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_store_whose_publish_lock_is_no_file_is_read_without_it(base, tmp_path, kind):
+    """The lock a reader takes while it opens a store (parts.opening) is taken on a regular file only: a FIFO in its
+    place would block the open, a link would lead elsewhere."""
+    import threading
+
+    from traceparse.store.parts import PUBLISH
+
+    store = copy_store(base, tmp_path / "given")
+    lock = folder_of(store) / PUBLISH
+    lock.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        (tmp_path / "elsewhere").write_text("")
+        lock.symlink_to(tmp_path / "elsewhere")
+    got = []
+
+    def read():
+        con = connect(store)
+        try:
+            got.append(con.execute("SELECT count(DISTINCT rank) FROM events").fetchone()[0])
+        finally:
+            con.close()
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert got == [2]

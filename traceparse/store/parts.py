@@ -30,6 +30,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,10 +107,14 @@ def opening(store: Path):
     """While a connection opens the store ``store`` and takes hold of the build folder it names: no load of the
     store puts another in place or collects a folder (``_publishing``'s lock, shared by readers), so the folder the
     store names is there until it is held. A store whose folders have no such lock (copied without it, or none)
-    is opened without it: a folder gone meanwhile is ``Gone`` and the store is opened again."""
+    is opened without it: a folder gone meanwhile is ``Gone`` and the store is opened again. The lock is taken
+    only on a regular file (a store handed over is untrusted: a FIFO in its place would block the reader)."""
     try:
-        fd = os.open(folder_of(store) / PUBLISH, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(folder_of(store) / PUBLISH, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
+        fd = None
+    if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         fd = None
     try:
         if fd is not None:
