@@ -45,7 +45,7 @@ BELOW = ("traceparse/ingest/", "traceparse/load/", "traceparse/store/", "tracepa
 RAW_READS = {
     "analyzers/bubble.sql": 1, "analyzers/memory.py": 1, "analyzers/overlap.py": 1, "traceparse/document/cut.sql": 1,
     "traceparse/document/no_gpu.sql": 2, "traceparse/document/summary.sql": 2, "traceparse/history/kernel_diff.py": 1,
-    "traceparse/job_export.py": 7, "traceparse/layout/infer.sql": 1, "traceparse/layout/model_facts.sql": 12,
+    "traceparse/job_export.py": 7, "traceparse/layout/infer.sql": 1, "traceparse/layout/model_facts.sql": 4,
     "traceparse/tagging/features.sql": 3,
 }
 

@@ -5,6 +5,8 @@ main_threads, step_windows, comm_intervals, compute_intervals, window_totals,
 window_strategy_comm (traceparse/vocabulary/*.sql, documented in traceparse/store/schema.py).
 """
 
+import json
+
 import pytest
 from traces import load, rows, step, thread_name, trace, write, x
 
@@ -200,3 +202,23 @@ def test_macros_agree_with_brute_force_on_random_intervals(store):
         want = {k: len(_covered([(s, e) for kk, s, e in a if kk == k]) & _covered([(s, e) for kk, s, e in b if kk == k]))
                 for k in {k for k, _, _ in a}}
         assert {r["k"]: r["ns"] for r in got if r["ns"]} == {k: n for k, n in want.items() if n}
+
+
+def test_recorded_inputs_are_the_ops_whose_inputs_were_recorded(store):
+    """recorded_inputs (traceparse/vocabulary/recorded_inputs.sql): an op with record_shapes' args, its step and
+    what was recorded; an op without them is not a row."""
+    from traceparse.store.query import define
+
+    con = store([
+        step(1, 0, 1000),
+        x("aten::linear", 100, 200, args={"Input Dims": [[2, 8], [4, 8]], "Input type": ["float", "float"],
+                                          "Concrete Inputs": ["", ""]}),
+        x("aten::topk", 400, 20, args={"Input Dims": [[2, 4], []], "Input type": ["float", "Scalar"],
+                                       "Concrete Inputs": ["", "2"]}),
+        x("aten::relu", 500, 50),  # no args: nothing recorded
+    ])
+    define(con, "traceparse.vocabulary", "recorded_inputs.sql")
+    got = rows(con, "SELECT name, step, input_dims, json_extract_string(concrete_inputs, '$[1]') AS k "
+                    "FROM recorded_inputs ORDER BY name")
+    assert [(r["name"], r["step"], r["k"]) for r in got] == [("aten::linear", 1, ""), ("aten::topk", 1, "2")]
+    assert [json.loads(r["input_dims"]) for r in got] == [[[2, 8], [4, 8]], [[2, 4], []]]

@@ -1,6 +1,6 @@
 -- What the model, layout and optimizer facts (traceparse/layout/model_facts.py) read of a store: the run's shape,
 -- its gradient collectives, the recorded shapes of its ops and its optimizer's step. TEMP views and macros of the
--- connection (store.query.define). ``stepped``: the run has ProfilerStep windows, so only the complete steps
+-- connection (store.query.define), after the vocabulary's recorded_inputs. ``stepped``: the run has ProfilerStep windows, so only the complete steps
 -- (step_windows) count; else every operation does.
 
 -- facts_run_shape: ranks loaded, complete profiled steps, whether the run has steps, the ranks cut short (kept_until_ns).
@@ -35,23 +35,23 @@ GROUP BY ALL;
 
 -- facts_accumulate_grad(stepped): each AccumulateGrad's rank and recorded input shapes.
 CREATE OR REPLACE TEMP MACRO facts_accumulate_grad(stepped) AS TABLE
-SELECT e.rank, a.input_dims FROM events e JOIN op_args a USING (rank, ev_id)
-WHERE e.name = 'torch::autograd::AccumulateGrad'
-  AND ((e.rank, e.step) IN (SELECT (rank, step) FROM step_windows) OR NOT stepped);
+SELECT rank, input_dims FROM recorded_inputs
+WHERE name = 'torch::autograd::AccumulateGrad'
+  AND ((rank, step) IN (SELECT (rank, step) FROM step_windows) OR NOT stepped);
 
 -- facts_pp_received: the shapes each rank receives on pp-tagged calls (a stage's activations and gradients).
 CREATE OR REPLACE TEMP VIEW facts_pp_received AS
-SELECT DISTINCT c.rank, a.input_dims FROM comm_intervals c JOIN op_args a USING (rank, ev_id)
+SELECT DISTINCT c.rank, r.input_dims FROM comm_intervals c JOIN recorded_inputs r USING (rank, ev_id)
 WHERE c.strategy = 'pp' AND c.op = 'recv';
 
--- facts_event_ranks: how many ranks recorded any event.
+-- facts_event_ranks: how many ranks recorded any event (ranks.n_complete: their complete events).
 CREATE OR REPLACE TEMP VIEW facts_event_ranks AS
-SELECT count(DISTINCT rank) AS n FROM events;
+SELECT count(*) AS n FROM ranks WHERE n_complete > 0;
 
 -- facts_mode_dims(names, stepped): the most common recorded input shapes of the ops named ``names``.
 CREATE OR REPLACE TEMP MACRO facts_mode_dims(names, stepped) AS TABLE
-SELECT a.input_dims, count(*) AS n FROM events e JOIN op_args a USING (rank, ev_id)
-WHERE list_contains(names::VARCHAR[], e.name) AND (e.step IS NOT NULL OR NOT stepped)
+SELECT input_dims, count(*) AS n FROM recorded_inputs
+WHERE list_contains(names::VARCHAR[], name) AND (step IS NOT NULL OR NOT stepped)
 GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1;
 
 -- facts_calls(names, stepped): how many ops named ``names`` ran.
@@ -60,9 +60,8 @@ SELECT count(*) AS n FROM events WHERE list_contains(names::VARCHAR[], name) AND
 
 -- facts_top_k: the most common k of the aten::topk calls (the MoE router's), as recorded.
 CREATE OR REPLACE TEMP VIEW facts_top_k AS
-SELECT json_extract_string(a.concrete_inputs, '$[1]') AS k, count(*) AS n
-FROM events e JOIN op_args a USING (rank, ev_id)
-WHERE e.name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1;
+SELECT json_extract_string(concrete_inputs, '$[1]') AS k, count(*) AS n FROM recorded_inputs
+WHERE name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1;
 
 -- facts_optimizers: the optimizer classes of the Optimizer.step#<Name>.step annotations (optimizer_class).
 CREATE OR REPLACE TEMP VIEW facts_optimizers AS
