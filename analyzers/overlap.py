@@ -12,7 +12,7 @@ from traceparse.units import ms
 
 from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.status import worst
-from traceparse.store.query import sql_file
+from traceparse.store.query import define, sql_file, table_rows
 from traceparse.vocabulary import critical_path, savings
 
 HTA_DEFINITION = (
@@ -162,7 +162,8 @@ def run(ctx):
     ctx.con.execute(sql_file("traceparse.vocabulary", "hta_window.sql"))
     hta = ctx.rows(sql("overlap_hta"))
     gpu = {r["rank"] for r in hta}
-    fsdp = bool(ctx.con.execute("SELECT count(*) FROM events WHERE starts_with(name, 'FSDP::')").fetchone()[0])
+    define(ctx.con, "traceparse.vocabulary", "name_totals.sql")
+    fsdp = bool(table_rows(ctx.con, "name_totals", columns="count(*) AS n", where="starts_with(name, 'FSDP::')")[0]["n"])
 
     numbers = {
         "per_strategy": per_strategy,

@@ -222,3 +222,22 @@ def test_recorded_inputs_are_the_ops_whose_inputs_were_recorded(store):
                     "FROM recorded_inputs ORDER BY name")
     assert [(r["name"], r["step"], r["k"]) for r in got] == [("aten::linear", 1, ""), ("aten::topk", 1, "2")]
     assert [json.loads(r["input_dims"]) for r in got] == [[[2, 8], [4, 8]], [[2, 4], []]]
+
+
+def test_name_totals_count_and_time_what_ran_by_name_inside_and_outside_the_steps(store):
+    """name_totals (traceparse/vocabulary/name_totals.sql): per rank, category, name and in_step, the events and
+    their total duration."""
+    from traceparse.store.query import define
+
+    con = store([
+        x("aten::mm", 10, 30),  # before the first step: not in one
+        step(1, 100, 1000),
+        x("aten::mm", 200, 50),
+        x("aten::mm", 300, 70),
+        x("aten::relu", 400, 5),
+    ])
+    define(con, "traceparse.vocabulary", "name_totals.sql")
+    got = {(r["name"], r["in_step"]): (r["calls"], r["total_ns"])
+           for r in rows(con, "SELECT * FROM name_totals WHERE cat = 'cpu_op'")}
+    assert got == {("aten::mm", False): (1, 30 * US), ("aten::mm", True): (2, 120 * US),
+                   ("aten::relu", True): (1, 5 * US)}

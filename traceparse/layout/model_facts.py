@@ -30,6 +30,7 @@ def fact(value, source):
 def _read(ctx, name: str, order: str = "", columns: str = "*", params=None) -> list[dict]:
     """The rows of a view or macro of model_facts.sql on the store ``ctx.con``."""
     define(ctx.con, "traceparse.vocabulary", "recorded_inputs.sql")
+    define(ctx.con, "traceparse.vocabulary", "name_totals.sql")
     define(ctx.con, __package__, "model_facts.sql")
     return table_rows(ctx.con, name, order, columns, params=params)
 

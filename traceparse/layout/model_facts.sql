@@ -1,6 +1,6 @@
 -- What the model, layout and optimizer facts (traceparse/layout/model_facts.py) read of a store: the run's shape,
 -- its gradient collectives, the recorded shapes of its ops and its optimizer's step. TEMP views and macros of the
--- connection (store.query.define), after the vocabulary's recorded_inputs. ``stepped``: the run has ProfilerStep windows, so only the complete steps
+-- connection (store.query.define), after the vocabulary's recorded_inputs and name_totals. ``stepped``: the run has ProfilerStep windows, so only the complete steps
 -- (step_windows) count; else every operation does.
 
 -- facts_run_shape: ranks loaded, complete profiled steps, whether the run has steps, the ranks cut short (kept_until_ns).
@@ -56,7 +56,8 @@ GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1;
 
 -- facts_calls(names, stepped): how many ops named ``names`` ran.
 CREATE OR REPLACE TEMP MACRO facts_calls(names, stepped) AS TABLE
-SELECT count(*) AS n FROM events WHERE list_contains(names::VARCHAR[], name) AND (step IS NOT NULL OR NOT stepped);
+SELECT coalesce(sum(calls), 0)::BIGINT AS n FROM name_totals
+WHERE list_contains(names::VARCHAR[], name) AND (in_step OR NOT stepped);
 
 -- facts_top_k: the most common k of the aten::topk calls (the MoE router's), as recorded.
 CREATE OR REPLACE TEMP VIEW facts_top_k AS
@@ -65,7 +66,7 @@ WHERE name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1;
 
 -- facts_optimizers: the optimizer classes of the Optimizer.step#<Name>.step annotations (optimizer_class).
 CREATE OR REPLACE TEMP VIEW facts_optimizers AS
-SELECT DISTINCT optimizer_class(name) AS c FROM events WHERE c IS NOT NULL;
+SELECT DISTINCT optimizer_class(name) AS c FROM name_totals WHERE c IS NOT NULL;
 
 -- facts_sgd_ops(step_name): inside the optimizer step annotations named step_name, the CPU ops that multiply
 -- (momentum buffers) and those that add.
