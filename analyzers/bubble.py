@@ -243,6 +243,7 @@ def run(ctx):
     windows = compute.per_window(ctx)
     by = defaultdict(lambda: defaultdict(list))
     ctx.con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
+    ctx.con.execute(sql_file("traceparse.vocabulary", "main_thread_ops.sql"))
     for row in ctx.rows(sql("bubble")):
         if row["rank"] in stage_of:
             by[(row["rank"], row["step"])][row["grp"]].append(row)

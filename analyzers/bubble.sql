@@ -11,9 +11,7 @@
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
 WITH main_ops AS (
-    SELECT e.rank, e.cat, e.name, e.ts_ns AS start_ns, e.ts_ns + e.dur_ns AS end_ns
-    FROM events e JOIN main_threads m ON m.rank = e.rank AND m.pid = e.pid AND m.tid = e.tid
-    WHERE e.cat = 'cpu_op' AND e.dur_ns > 0
+    SELECT rank, cat, name, start_ns, end_ns FROM main_thread_ops
     UNION ALL
     SELECT rank, 'user_annotation', name, start_ns, end_ns FROM optimizer_spans
 ),

@@ -3,6 +3,7 @@
 from traceparse.layout import model_facts as mf
 from traceparse.analyzers.base import Result, Spec, not_applicable
 from traceparse.models.memory import ZERO_FORMULAS, zero_memory
+from traceparse.store.query import define
 
 SPEC = Spec(
     id="memory",
@@ -115,16 +116,15 @@ def _sharding(ctx, deg):
     return stage, mf.fact(1, f"assumed 1: {deg['dp']['source']}")
 
 
-# d: the memory events with a total_allocated of the devices the check reads: accelerators only when the trace has any
+# d: the memory samples the check reads (the vocabulary's memory_samples: accelerators only when the trace has any)
 DEVICES = """
-        WITH m AS (SELECT * FROM memory WHERE total_allocated IS NOT NULL),
-             acc AS (SELECT count(*) FILTER (WHERE device_type <> 0) > 0 AS any FROM m),
-             d AS (SELECT m.* FROM m, acc WHERE device_type <> 0 OR NOT acc.any)"""
+        WITH d AS (SELECT * FROM memory_samples)"""
 
 
 def _step_growth(ctx):
     """Per rank, on the device _peaks reads: what a profiled step allocates above what was allocated when it began
     (the step's largest total_allocated less the total just before its first memory event), mean over steps."""
+    define(ctx.con, "traceparse.vocabulary", "memory_samples.sql")
     return ctx.rows(
         DEVICES + """,
              per_step AS (
@@ -139,6 +139,7 @@ def _step_growth(ctx):
 
 def _peaks(ctx):
     """Largest total_allocated per device; accelerators only when the trace has any."""
+    define(ctx.con, "traceparse.vocabulary", "memory_samples.sql")
     return ctx.rows(
         DEVICES + """
         SELECT rank, device_type, device_id, max(total_allocated) AS peak_bytes, count(*) AS events

@@ -224,9 +224,9 @@ def test_recorded_inputs_are_the_ops_whose_inputs_were_recorded(store):
     assert [json.loads(r["input_dims"]) for r in got] == [[[2, 8], [4, 8]], [[2, 4], []]]
 
 
-def test_name_totals_count_and_time_what_ran_by_name_inside_and_outside_the_steps(store):
-    """name_totals (traceparse/vocabulary/name_totals.sql): per rank, category, name and in_step, the events and
-    their total duration."""
+def test_name_totals_count_and_time_what_ran_by_name_and_step(store):
+    """name_totals (traceparse/vocabulary/name_totals.sql): per rank, category, name and step, the events and their
+    total duration."""
     from traceparse.store.query import define
 
     con = store([
@@ -237,7 +237,6 @@ def test_name_totals_count_and_time_what_ran_by_name_inside_and_outside_the_step
         x("aten::relu", 400, 5),
     ])
     define(con, "traceparse.vocabulary", "name_totals.sql")
-    got = {(r["name"], r["in_step"]): (r["calls"], r["total_ns"])
+    got = {(r["name"], r["step"]): (r["calls"], r["total_ns"])
            for r in rows(con, "SELECT * FROM name_totals WHERE cat = 'cpu_op'")}
-    assert got == {("aten::mm", False): (1, 30 * US), ("aten::mm", True): (2, 120 * US),
-                   ("aten::relu", True): (1, 5 * US)}
+    assert got == {("aten::mm", None): (1, 30 * US), ("aten::mm", 1): (2, 120 * US), ("aten::relu", 1): (1, 5 * US)}

@@ -43,6 +43,7 @@ def infer_layout(con) -> dict:
     """{key: (value, evidence)} for every key in LAYOUT_KEYS."""
     out = {}
     world = _world(con)
+    con.execute(sql_file("traceparse.vocabulary", "name_totals.sql"))
     con.execute(sql_file(__package__, "infer.sql"))
     sizes = {}
     for t in table_rows(con, "layout_tagged_sizes"):

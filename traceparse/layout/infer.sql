@@ -1,6 +1,6 @@
 -- What layout inference (traceparse/layout/infer.py) reads of the store being built: the tagged communication's
 -- group sizes and variants, the passes per step, the schedule annotations and the pipeline's sends. TEMP views and
--- macros of the build's connection (pass_events is one of its intermediate tables).
+-- macros of the build's connection (pass_events is one of its intermediate tables), after the vocabulary's name_totals.
 
 -- layout_tagged_sizes: per strategy and group size, its tagged operations.
 CREATE OR REPLACE TEMP VIEW layout_tagged_sizes AS
@@ -14,9 +14,10 @@ SELECT variant, count(*) AS n FROM comm_ops WHERE strategy = 'dp' GROUP BY varia
 CREATE OR REPLACE TEMP VIEW layout_dp_groups AS
 SELECT group_size, variant, count(*) AS n FROM comm_ops WHERE strategy = 'dp' AND group_size IS NOT NULL GROUP BY ALL;
 
--- layout_forward_passes(names): per rank and profiled step, the ops named ``names`` (a wrapper's forward).
+-- layout_forward_passes(names): per rank and profiled step, the ops named ``names`` (a wrapper's forward), from the
+-- vocabulary's name_totals.
 CREATE OR REPLACE TEMP MACRO layout_forward_passes(names) AS TABLE
-SELECT rank, step, count(*) AS n FROM events WHERE step IS NOT NULL AND list_contains(names::VARCHAR[], name)
+SELECT rank, step, sum(calls)::BIGINT AS n FROM name_totals WHERE step IS NOT NULL AND list_contains(names::VARCHAR[], name)
 GROUP BY ALL;
 
 -- layout_backward_passes: per rank and step, the backward passes on the main thread that follow forward compute.

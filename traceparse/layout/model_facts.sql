@@ -57,7 +57,7 @@ GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1;
 -- facts_calls(names, stepped): how many ops named ``names`` ran.
 CREATE OR REPLACE TEMP MACRO facts_calls(names, stepped) AS TABLE
 SELECT coalesce(sum(calls), 0)::BIGINT AS n FROM name_totals
-WHERE list_contains(names::VARCHAR[], name) AND (in_step OR NOT stepped);
+WHERE list_contains(names::VARCHAR[], name) AND (step IS NOT NULL OR NOT stepped);
 
 -- facts_top_k: the most common k of the aten::topk calls (the MoE router's), as recorded.
 CREATE OR REPLACE TEMP VIEW facts_top_k AS
