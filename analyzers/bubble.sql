@@ -11,7 +11,7 @@
 -- Compute itself is not derived here: the measured bubble uses window_totals.compute_ns.
 CREATE OR REPLACE TEMP VIEW bubble_intervals AS
 WITH main_ops AS (
-    SELECT rank, cat, name, start_ns, end_ns FROM main_thread_ops
+    SELECT rank, cat, name, start_ns, end_ns FROM main_thread_ops WHERE end_ns > start_ns
     UNION ALL
     SELECT rank, 'user_annotation', name, start_ns, end_ns FROM optimizer_spans
 ),

@@ -133,3 +133,20 @@ def test_optimizer_not_modelled_is_not_applicable():
     assert per_device["optimizer_state"] is None and per_device["total"] is None
     assert res.numbers["measured_over_model"] is None
     assert res.status == "not_applicable" and res.reason.startswith("optimizer state not modelled")
+
+
+@pytest.mark.parametrize("inside, n_opt", [(("aten::mul_", "aten::add_"), 1), (("aten::add_",), 0), ((), None)])
+def test_sgd_keeps_a_momentum_buffer_when_its_step_multiplies(tmp_path, inside, n_opt):
+    """SGD keeps one state tensor per parameter with momentum (buf.mul_(momentum).add_(grad)), none without (the step
+    only adds); a step with neither op inside says nothing (n_opt unknown): read from the ops inside the rank's
+    Optimizer.step#SGD.step annotation on its main thread."""
+    from traces import load, step, trace, write, x
+
+    from traceparse.layout import model_facts
+
+    events = [step(1, 0, 1000), x("aten::mm", 10, 100),
+              x("Optimizer.step#SGD.step", 500, 300, cat="user_annotation")]
+    events += [x(name, 510 + 40 * k, 20) for k, name in enumerate(inside)]
+    con = load(write(tmp_path / "rank0.json", trace(events, rank=0, world_size=1)), tmp_path / "s.duckdb")
+    got = model_facts.optimizer(Context(con=con, layout={}, stated={}, limits={}))
+    assert got["name"]["value"] == "SGD" and got["n_opt"]["value"] == n_opt

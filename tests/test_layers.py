@@ -45,7 +45,7 @@ BELOW = ("traceparse/ingest/", "traceparse/load/", "traceparse/store/", "tracepa
 RAW_READS = {
     "traceparse/document/cut.sql": 1,
     "traceparse/history/kernel_diff.py": 1,
-    "traceparse/job_export.py": 7, "traceparse/layout/model_facts.sql": 2,
+    "traceparse/job_export.py": 7,
     "traceparse/tagging/features.sql": 3,
 }
 

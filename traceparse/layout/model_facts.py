@@ -29,8 +29,8 @@ def fact(value, source):
 
 def _read(ctx, name: str, order: str = "", columns: str = "*", params=None) -> list[dict]:
     """The rows of a view or macro of model_facts.sql on the store ``ctx.con``."""
-    define(ctx.con, "traceparse.vocabulary", "recorded_inputs.sql")
-    define(ctx.con, "traceparse.vocabulary", "name_totals.sql")
+    for vocabulary in ("recorded_inputs.sql", "name_totals.sql", "optimizer_spans.sql", "main_thread_ops.sql"):
+        define(ctx.con, "traceparse.vocabulary", vocabulary)
     define(ctx.con, __package__, "model_facts.sql")
     return table_rows(ctx.con, name, order, columns, params=params)
 

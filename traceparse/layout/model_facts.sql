@@ -1,6 +1,7 @@
 -- What the model, layout and optimizer facts (traceparse/layout/model_facts.py) read of a store: the run's shape,
 -- its gradient collectives, the recorded shapes of its ops and its optimizer's step. TEMP views and macros of the
--- connection (store.query.define), after the vocabulary's recorded_inputs and name_totals. ``stepped``: the run has ProfilerStep windows, so only the complete steps
+-- connection (store.query.define), after the vocabulary's recorded_inputs, name_totals, optimizer_spans and
+-- main_thread_ops. ``stepped``: the run has ProfilerStep windows, so only the complete steps
 -- (step_windows) count; else every operation does.
 
 -- facts_run_shape: ranks loaded, complete profiled steps, whether the run has steps, the ranks cut short (kept_until_ns).
@@ -68,11 +69,10 @@ WHERE name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1;
 CREATE OR REPLACE TEMP VIEW facts_optimizers AS
 SELECT DISTINCT optimizer_class(name) AS c FROM name_totals WHERE c IS NOT NULL;
 
--- facts_sgd_ops(step_name): inside the optimizer step annotations named step_name, the CPU ops that multiply
--- (momentum buffers) and those that add.
+-- facts_sgd_ops(step_name): inside the optimizer step annotations named step_name (optimizer_spans), the main thread's
+-- CPU ops that multiply (momentum buffers) and those that add.
 CREATE OR REPLACE TEMP MACRO facts_sgd_ops(step_name) AS TABLE
 SELECT count(*) FILTER (WHERE i.name IN ('aten::mul_', 'aten::_foreach_mul_', 'aten::_foreach_mul')) AS muls,
        count(*) FILTER (WHERE i.name IN ('aten::add_', 'aten::_foreach_add_')) AS adds
-FROM events o JOIN events i ON i.rank = o.rank AND i.tid = o.tid AND i.ts_ns >= o.ts_ns
-     AND i.ts_ns + i.dur_ns <= o.ts_ns + o.dur_ns AND i.cat = 'cpu_op'
+FROM optimizer_spans o JOIN main_thread_ops i ON i.rank = o.rank AND i.start_ns >= o.start_ns AND i.end_ns <= o.end_ns
 WHERE o.name = step_name;
