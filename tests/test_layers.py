@@ -43,7 +43,6 @@ def test_an_upward_or_circular_import_is_found(tmp_path, monkeypatch):
 RAW = re.compile(r"\b(?:FROM|JOIN)\s+(?:events|threads|op_args|comm_args|memory)\b")
 BELOW = ("traceparse/ingest/", "traceparse/load/", "traceparse/store/", "traceparse/vocabulary/")
 RAW_READS = {
-    "traceparse/document/cut.sql": 1,
     "traceparse/history/kernel_diff.py": 1,
     "traceparse/job_export.py": 7,
     "traceparse/tagging/features.sql": 3,
