@@ -240,3 +240,26 @@ def test_name_totals_count_and_time_what_ran_by_name_and_step(store):
     got = {(r["name"], r["step"]): (r["calls"], r["total_ns"])
            for r in rows(con, "SELECT * FROM name_totals WHERE cat = 'cpu_op'")}
     assert got == {("aten::mm", None): (1, 30 * US), ("aten::mm", 1): (2, 120 * US), ("aten::relu", 1): (1, 5 * US)}
+
+
+def test_host_ops_are_the_cpu_ops_and_annotations_of_every_thread_and_threads_keep_their_names(store):
+    """host_ops and thread_names (traceparse/vocabulary/host_ops.sql)."""
+    from traceparse.store.query import define
+
+    con = store([
+        thread_name(1, 1, "MainThread"),
+        thread_name(1, 7, "pt_autograd_0"),
+        step(1, 0, 1000),
+        x("aten::mm", 100, 50),
+        x("## forward ##", 90, 300, cat="user_annotation"),
+        x("autograd::engine::evaluate_function: MmBackward0", 500, 80, tid=7),
+        x("cudaLaunchKernel", 120, 5, cat="cuda_runtime"),  # a runtime call: not a host op
+    ])
+    define(con, "traceparse.vocabulary", "host_ops.sql")
+    got = {(r["tid"], r["name"]): (r["ts_ns"], r["end_ns"], r["step"])
+           for r in rows(con, "SELECT * FROM host_ops")}
+    assert got == {(1, "ProfilerStep#1"): (0, 1000 * US, 1),  # an annotation too
+                   (1, "aten::mm"): (100 * US, 150 * US, 1), (1, "## forward ##"): (90 * US, 390 * US, 1),
+                   (7, "autograd::engine::evaluate_function: MmBackward0"): (500 * US, 580 * US, 1)}
+    names = {r["tid"]: r["thread_name"] for r in rows(con, "SELECT * FROM thread_names")}
+    assert names == {1: "MainThread", 7: "pt_autograd_0"}

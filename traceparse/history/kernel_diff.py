@@ -11,7 +11,7 @@ sizes and step counts compare. ``traceparse explain diff`` prints the definition
 
 import statistics
 
-from traceparse.store.query import rows
+from traceparse.store.query import define, rows
 
 KINDS = (("kernel", "kernels"), ("cpu_op", "cpu_ops"))  # kind -> the section's list
 DEFINITION = (
@@ -30,7 +30,7 @@ WITH placed AS (
     SELECT rank, ev_id, name, end_ns - start_ns AS dur_ns, 'kernel' AS kind FROM gpu_activity WHERE in_window
     UNION ALL
     SELECT e.rank, e.ev_id, e.name, e.dur_ns, 'cpu_op'
-    FROM events e ASOF JOIN step_windows w ON w.rank = e.rank AND e.ts_ns >= w.start_ns
+    FROM host_ops e ASOF JOIN step_windows w ON w.rank = e.rank AND e.ts_ns >= w.start_ns
     WHERE e.cat = 'cpu_op' AND e.ts_ns < w.end_ns
 ),
 comm AS (
@@ -56,6 +56,7 @@ def kernel_times(con) -> dict:
     windows, ranks = con.execute(
         "SELECT count(*), count(DISTINCT rank) FROM (SELECT DISTINCT rank, step FROM step_windows)").fetchone()
     out = {"windows": windows, "ranks": ranks, "kernel": {}, "cpu_op": {}}
+    define(con, "traceparse.vocabulary", "host_ops.sql")
     for r in rows(con, KERNEL_TIMES):
         out[r["kind"]][r["name"]] = {"total_ns": r["total_ns"], "calls": r["calls"], "strategy": r["strategy"]}
     return out

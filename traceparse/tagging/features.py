@@ -7,5 +7,6 @@ from traceparse.store.schema import features_comments
 
 def build_features(con):
     con.execute(sql_file("traceparse.vocabulary", "world.sql"))
+    con.execute(sql_file("traceparse.vocabulary", "host_ops.sql"))
     con.execute(sql_file(__package__, "features.sql"))
     con.execute(features_comments())

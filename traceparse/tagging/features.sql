@@ -1,11 +1,11 @@
--- comm_features: what the tagging rules may look at, one row per comm_ops row.
+-- comm_features: what the tagging rules may look at, one row per comm_ops row. Reads the vocabulary (host_ops,
+-- thread_names, world, main_threads, backward_passes), never the raw tables.
 -- Every column is defined positively in traceparse.store.schema.FEATURES.
 
 CREATE TEMP TABLE ctx_events AS
-SELECT rank, tid, ts_ns, ts_ns + dur_ns AS end_ns, name
-FROM events
-WHERE cat IN ('cpu_op', 'user_annotation')
-  AND regexp_matches(name, '(?i)backward|optimizer|autograd|fsdp|^pp:|^(forward|backward) \d|distributeddataparallel|^##|all2all|embedding|zero|dispatch|combine|reducer');
+SELECT rank, tid, ts_ns, end_ns, name
+FROM host_ops
+WHERE regexp_matches(name, '(?i)backward|optimizer|autograd|fsdp|^pp:|^(forward|backward) \d|distributeddataparallel|^##|all2all|embedding|zero|dispatch|combine|reducer');
 
 CREATE TEMP TABLE op_ctx AS
 SELECT c.rank, c.op_id,
@@ -27,7 +27,7 @@ CREATE TEMP TABLE a2a_between AS
 SELECT w.rank, w.op_id,
        bool_or(regexp_matches(e.name, '(?i)attention|attn|scaled_dot_product')) AS attention_between
 FROM a2a_window w
-JOIN events e ON e.rank = w.rank AND e.tid = w.tid AND e.ts_ns >= w.w_start AND e.ts_ns < w.w_end
+JOIN host_ops e ON e.rank = w.rank AND e.tid = w.tid AND e.ts_ns >= w.w_start AND e.ts_ns < w.w_end
 WHERE e.cat = 'cpu_op'
 GROUP BY w.rank, w.op_id;
 
@@ -77,8 +77,7 @@ LEFT JOIN op_ctx x ON x.rank = c.rank AND x.op_id = c.op_id
 LEFT JOIN a2a_between a ON a.rank = c.rank AND a.op_id = c.op_id
 LEFT JOIN backward_window bw ON bw.rank = c.rank AND bw.step = c.step
 LEFT JOIN op_in_pass ip ON ip.rank = c.rank AND ip.op_id = c.op_id
-LEFT JOIN (SELECT rank, tid, any_value(label) AS thread_name FROM threads WHERE kind = 'thread_name' GROUP BY ALL) t
-       ON t.rank = c.rank AND t.tid = c.tid;
+LEFT JOIN thread_names t ON t.rank = c.rank AND t.tid = c.tid;
 
 -- point-to-point topology of each group, over all ranks: a ring (every member sends to both of
 -- its ring neighbours equally often) or a chain (anything else: ends, or uneven links). Two ranks
