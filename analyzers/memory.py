@@ -3,7 +3,7 @@
 from traceparse.layout import model_facts as mf
 from traceparse.analyzers.base import Result, Spec, not_applicable
 from traceparse.models.memory import ZERO_FORMULAS, zero_memory
-from traceparse.store.query import define
+from traceparse.vocabulary.modules import use
 
 SPEC = Spec(
     id="memory",
@@ -124,7 +124,7 @@ DEVICES = """
 def _step_growth(ctx):
     """Per rank, on the device _peaks reads: what a profiled step allocates above what was allocated when it began
     (the step's largest total_allocated less the total just before its first memory event), mean over steps."""
-    define(ctx.con, "traceparse.vocabulary", "memory_samples.sql")
+    use(ctx.con, "memory_samples")
     return ctx.rows(
         DEVICES + """,
              per_step AS (
@@ -139,7 +139,7 @@ def _step_growth(ctx):
 
 def _peaks(ctx):
     """Largest total_allocated per device; accelerators only when the trace has any."""
-    define(ctx.con, "traceparse.vocabulary", "memory_samples.sql")
+    use(ctx.con, "memory_samples")
     return ctx.rows(
         DEVICES + """
         SELECT rank, device_type, device_id, max(total_allocated) AS peak_bytes, count(*) AS events

@@ -12,8 +12,9 @@ from traceparse.units import ms
 
 from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.status import worst
-from traceparse.store.query import define, sql_file, table_rows
+from traceparse.store.query import sql_file, table_rows
 from traceparse.vocabulary import critical_path, savings
+from traceparse.vocabulary.modules import use
 
 HTA_DEFINITION = (
     "HTA get_comm_comp_overlap: per rank, length of (union of NCCL kernels) intersected with (union of "
@@ -162,7 +163,7 @@ def run(ctx):
     ctx.con.execute(sql_file("traceparse.vocabulary", "hta_window.sql"))
     hta = ctx.rows(sql("overlap_hta"))
     gpu = {r["rank"] for r in hta}
-    define(ctx.con, "traceparse.vocabulary", "name_totals.sql")
+    use(ctx.con, "name_totals")
     fsdp = bool(table_rows(ctx.con, "name_totals", columns="count(*) AS n", where="starts_with(name, 'FSDP::')")[0]["n"])
 
     numbers = {

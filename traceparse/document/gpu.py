@@ -8,10 +8,11 @@ each.
 import math
 
 from traceparse.ingest.categories import CUDA_CALLS, LAUNCH_NAMES, OTHER_CALLS, UNANALYZED_WORK
-from traceparse.store.query import define, sql_file, table_rows
+from traceparse.store.query import sql_file, table_rows
 from traceparse.thresholds import check_thresholds
 from traceparse.units import count, ms
 from traceparse.vocabulary import savings
+from traceparse.vocabulary.modules import use
 
 # what the launching thread did before its launch call began: the host's waits, which the replay takes away (host_cost)
 HOST_CAUSES = ("dataloader", "optimizer", "synchronize", "communication", "cpu_op", "python")
@@ -63,7 +64,7 @@ def _no_gpu_reason(con) -> str:
     """Why a run has no GPU activity, as far as its events say: device work of an accelerator traceparse does not
     analyze, runtime calls that launched work while no device activity was recorded, else a CPU-only run (the load
     issues give the counts per file: ingest/columns.py device_kind_issues)."""
-    define(con, "traceparse.vocabulary", "name_totals.sql")
+    use(con, "name_totals")
     con.execute(sql_file(__package__, "no_gpu.sql"))
     kinds = dict(con.execute("FROM no_gpu_kinds(?, ?, ?)", [list(UNANALYZED_WORK), list(CUDA_CALLS + OTHER_CALLS),
                                                            LAUNCH_NAMES]).fetchall())

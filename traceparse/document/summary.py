@@ -1,6 +1,7 @@
 """What ``traceparse analyze`` shows about a loaded run, as plain data."""
 
-from traceparse.store.query import define, sql_file, table_rows
+from traceparse.store.query import sql_file, table_rows
+from traceparse.vocabulary.modules import use
 
 
 def run_info(con) -> dict:
@@ -72,7 +73,7 @@ def comm_summary(con) -> list[dict]:
 
 def summary(con, top=10) -> dict:
     """The ``summary`` section; its parts read summary.sql's views, made here once."""
-    define(con, "traceparse.vocabulary", "name_totals.sql")
+    use(con, "name_totals")
     con.execute(sql_file(__package__, "summary.sql"))
     return {
         "per_rank": per_rank(con),

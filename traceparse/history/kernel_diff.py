@@ -11,7 +11,8 @@ sizes and step counts compare. ``traceparse explain diff`` prints the definition
 
 import statistics
 
-from traceparse.store.query import define, rows
+from traceparse.store.query import rows
+from traceparse.vocabulary.modules import use
 
 KINDS = (("kernel", "kernels"), ("cpu_op", "cpu_ops"))  # kind -> the section's list
 DEFINITION = (
@@ -56,7 +57,7 @@ def kernel_times(con) -> dict:
     windows, ranks = con.execute(
         "SELECT count(*), count(DISTINCT rank) FROM (SELECT DISTINCT rank, step FROM step_windows)").fetchone()
     out = {"windows": windows, "ranks": ranks, "kernel": {}, "cpu_op": {}}
-    define(con, "traceparse.vocabulary", "host_ops.sql")
+    use(con, "host_ops")
     for r in rows(con, KERNEL_TIMES):
         out[r["kind"]][r["name"]] = {"total_ns": r["total_ns"], "calls": r["calls"], "strategy": r["strategy"]}
     return out

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 
 from traceparse.axes import AXES as DEGREES
 from traceparse.store.query import define, table_rows
+from traceparse.vocabulary.modules import use
 
 # optimizer tensors per parameter (docs/parallelism.md 1: SGD 0, momentum 1, Adam/AdamW 2, Muon 1)
 N_OPT = {"adam": 2, "adamw": 2, "fusedadam": 2, "adamax": 2, "nadam": 2, "radam": 2, "lamb": 2, "fusedlamb": 2,
@@ -29,8 +30,7 @@ def fact(value, source):
 
 def _read(ctx, name: str, order: str = "", columns: str = "*", params=None) -> list[dict]:
     """The rows of a view or macro of model_facts.sql on the store ``ctx.con``."""
-    for vocabulary in ("recorded_inputs.sql", "name_totals.sql", "optimizer_spans.sql", "main_thread_ops.sql"):
-        define(ctx.con, "traceparse.vocabulary", vocabulary)
+    use(ctx.con, "recorded_inputs", "name_totals", "optimizer_spans", "main_thread_ops")
     define(ctx.con, __package__, "model_facts.sql")
     return table_rows(ctx.con, name, order, columns, params=params)
 

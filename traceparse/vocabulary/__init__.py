@@ -24,13 +24,16 @@ After tagging and layout inference (``build_tagged``: they carry each operation'
                       that starts before its launch)
 
 traceparse/load/build.py runs ``build_cross_rank`` and ``build_tagged`` inside the store's one build transaction.
+Each file declares what it reads (``-- reads:``); the order within each group is derived from those declarations
+(``modules.order``: a module after the modules defining what it reads).
 """
 
 from traceparse.store.query import sql_file
+from traceparse.vocabulary.modules import order
 
-UNTAGGED = ("main_threads.sql", "step_windows.sql", "phases.sql", "pipeline_marks.sql")
+UNTAGGED = tuple(order(("main_threads.sql", "step_windows.sql", "phases.sql", "pipeline_marks.sql")))
 CROSS_RANK = ("complete_steps.sql",)
-TAGGED = ("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql", "load_checks.sql")
+TAGGED = tuple(order(("intervals.sql", "window_totals.sql", "arrivals.sql", "strategy_comm.sql", "load_checks.sql")))
 
 
 def build_cross_rank(con):

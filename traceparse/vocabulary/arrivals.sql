@@ -1,6 +1,7 @@
 -- collective_arrivals: each collective matched across its group's members (comments in schema.py). A collective of
 -- a step left out (incomplete_steps: a rank cut short did not finish it) is not matched: its members' arrivals in
 -- that step are not all recorded.
+-- reads: comm_ops, incomplete_steps
 INSERT INTO collective_arrivals
 WITH c AS (
     SELECT rank, op_id, op, coalesce(strategy, 'untagged') AS strategy, step, list_sort(group_ranks) AS g,

@@ -1,6 +1,7 @@
 -- Busy time per lane (a CPU thread or a GPU stream), from events, gpu_activity and step_windows. Run on a store by
 -- the document's summary (traceparse/document/summary.py, the busy table); each object is a TEMP view or table of
 -- the connection.
+-- reads: events, gpu_activity, interval_union_ns, step_windows
 
 -- lane_work: what each lane of a rank works at, event by event. A lane holding an event the profiler records on a
 -- GPU's stream (store/macros.sql device_event) is a GPU stream, and its work is its device work: its rows of

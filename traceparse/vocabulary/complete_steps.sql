@@ -7,6 +7,7 @@
 -- kept_until_ns. An incomplete step is left out for every rank: a cross-rank number in it (a wait for the last
 -- member of a collective, a straggler's cost, the step graph, the volume per step) would count what the cut rank
 -- never recorded as if it had not happened.
+-- reads: ranks, step_windows, steps
 INSERT INTO incomplete_steps
 WITH cut AS (SELECT rank, kept_until_ns FROM ranks WHERE kept_until_ns IS NOT NULL),
 every_step AS (SELECT DISTINCT step FROM steps),

@@ -5,6 +5,7 @@
 -- rank, and a rank's few instances may all have been stretched (a rank's own minimum over two steps left balanced
 -- ranks 18% apart). A rank's floor per step is the mean over its windows (compute.floor_per_rank). Only the
 -- windows of step_windows count: a step left out (incomplete_steps) gives no instance.
+-- reads: incomplete_steps, op_self_times, step_windows
 WITH kept AS (SELECT * FROM op_self_times WHERE step IS NULL OR step NOT IN (SELECT step FROM incomplete_steps)),
 fastest AS (SELECT name, dims, min(min_self_ns) AS ns FROM kept GROUP BY ALL),
 floor AS (SELECT s.rank, s.step, sum(s.n * f.ns) AS ns

@@ -2,6 +2,7 @@
 -- what it does and what launched it. Per rank:
 -- run in the task that parsed the rank (per_rank.py), after interval_geometry.sql, whose placed_intervals say which
 -- kernels execute communication and which compute, and in which step window each belongs (by its launch).
+-- reads: events, placed_intervals, step_windows
 
 INSERT INTO gpu_activity
 WITH

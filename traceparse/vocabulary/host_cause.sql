@@ -1,5 +1,6 @@
 -- The cause a host-side op names: what a thread was doing while the GPU waited for it (gpu_time.sql: the GPU's
 -- idle causes), and the kind of a rank's excess over its peers (savings.py: 'dataloader', its input).
+-- reads: 
 CREATE OR REPLACE TEMP MACRO host_cause(n) AS (
     CASE
         WHEN n IS NULL THEN 'python'

@@ -3,6 +3,7 @@
 -- call from it (tagging/features.sql), and history the CPU ops each step ran (history/kernel_diff.py).
 -- thread_names: each thread's name as its trace names it (threads' thread_name metadata), per rank.
 -- TEMP views of the connection.
+-- reads: events, threads
 CREATE OR REPLACE TEMP VIEW host_ops AS
 SELECT rank, ev_id, pid, tid, cat, name, ts_ns, ts_ns + dur_ns AS end_ns, dur_ns, step
 FROM events WHERE cat IN ('cpu_op', 'user_annotation');

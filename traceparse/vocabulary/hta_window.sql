@@ -5,6 +5,7 @@
 -- the trace: when the loaded ranks name two ProfilerStep#N or more, it keeps the activities launched before the
 -- rank's latest ProfilerStep#N event starts (its GPU-side copy included, which in newer traces keeps every
 -- activity); otherwise all of them.
+-- reads: events, gpu_activity
 CREATE TEMP TABLE IF NOT EXISTS hta_gpu_activity AS
 SELECT * FROM gpu_activity
 WHERE (SELECT count(DISTINCT name) FROM events WHERE is_profiler_step(name)) < 2 OR before_last_step;

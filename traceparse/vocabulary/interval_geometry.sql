@@ -1,6 +1,7 @@
 -- Every interval of communication and compute of one rank, placed in the window its anchor falls in (before the
 -- tags: intervals.sql adds each operation's strategy). Per rank: run in the task that parsed the rank
 -- (per_rank.py) after derive.sql, whose kernel links (kernel_call) and operations (comm_ops) it reads.
+-- reads: comm_ops, events, interval_union, kernel_call, main_threads, step_windows
 
 -- Every interval of the two interval tables, before it is placed in a window.
 CREATE TEMP TABLE vocab_raw AS

@@ -2,6 +2,7 @@
 -- interval_geometry.sql), with each operation's op, strategy and variant. Needs the tags (comm_ops.strategy).
 -- in_window: placed in one of the rank's step_windows, which hold the complete steps only (complete_steps.sql): an
 -- interval of a step left out (incomplete_steps) is in no window.
+-- reads: comm_ops, incomplete_steps, placed_intervals
 
 INSERT INTO comm_intervals
 WITH v AS (SELECT * EXCLUDE (in_window),

@@ -2,6 +2,7 @@
 -- store's build, over every rank). The parser's own (a negative duration: duration unknown) come with the file's
 -- parse; these need a relation between events:
 -- - a GPU activity that starts before the call that launched it (gpu_activity.sql keeps the call, not its times).
+-- reads: gpu_activity, ranks
 INSERT INTO load_issues
 SELECT r.file, 'warning',
        n || ' GPU activit' || CASE WHEN n = 1 THEN 'y starts' ELSE 'ies start' END

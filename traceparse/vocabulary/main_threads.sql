@@ -1,4 +1,5 @@
 -- main_threads: per rank, the thread that runs the training loop (columns: traceparse/store/schema.py).
+-- reads: events, threads
 INSERT INTO main_threads
 WITH scored AS (
     SELECT rank, pid, tid,

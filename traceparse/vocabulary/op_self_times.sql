@@ -2,6 +2,7 @@
 -- and the shortest self time of one: its length minus its direct children's (the compute ops nested right inside it: on
 -- one thread events nest). Per rank: run in the task that parsed the rank, over its placed_intervals
 -- (interval_geometry.sql: compute_intervals before the tags). compute_floor.sql takes the shortest over ranks.
+-- reads: op_args, placed_intervals
 INSERT INTO op_self_times
 WITH c AS (
     SELECT c.rank, c.step, c.ev_id, c.name, a.input_dims AS dims, c.start_ns AS s, c.end_ns AS e

@@ -2,6 +2,7 @@
 -- k-th send from a rank to a peer in a step with the k-th receive of that peer from that rank in the step (the
 -- pipeline's order). One row per side, with its partner: a transfer starts when both have arrived, each at its call
 -- (a send completes only once its receive is posted). A TEMP table of the connection.
+-- reads: comm_ops
 CREATE OR REPLACE TEMP TABLE cp_p2p AS
 WITH p AS (
     SELECT rank, op_id, op, peer, step, comm_arrival_ns(op, exec_ts_ns, host_ts_ns) AS arrival_ns,

@@ -30,12 +30,13 @@ from traceparse.store.parts import BUILD_ONLY, COPIED, VIEWS, table_file
 from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
 from traceparse.vocabulary import UNTAGGED
+from traceparse.vocabulary.modules import order
 
 RAW = tuple(SCHEMAS)  # the parser's staged tables (ingest/rank.py)
 PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.vocabulary", "world.sql"),
-            ("traceparse.store", "derive.sql"),
-            ("traceparse.vocabulary", "interval_geometry.sql"), ("traceparse.vocabulary", "op_self_times.sql"),
-            ("traceparse.vocabulary", "gpu_activity.sql"))
+            ("traceparse.store", "derive.sql"),  # kernel_call, size_gap: read by interval_geometry.sql
+            *(("traceparse.vocabulary", n) for n in order(("interval_geometry.sql", "op_self_times.sql",
+                                                           "gpu_activity.sql"))))
 
 
 def run_per_rank(con):

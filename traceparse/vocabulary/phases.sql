@@ -5,6 +5,7 @@
 -- autograd frame there. Forward compute is the one list below (matmuls, embeddings, convolutions,
 -- attention); a recomputation inside backward is inside a frame. A pass runs from its first autograd
 -- frame to its last; a call between two passes belongs to the next pass's forward.
+-- reads: events, main_threads
 
 -- pass_events (internal): the events that delimit passes, each with the pass it belongs to (the number
 -- of forward breaks on the main thread before it in its step; 0: before any forward compute).

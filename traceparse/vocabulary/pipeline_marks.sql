@@ -4,6 +4,7 @@
 --                                and the others as written (SEND_F, RECV_B, ...)
 --   PP:(<stage>F<mb>;<stage>B<mb>)OVERLAP_F_B   DualPipeV's fused pair: two rows, the F (part 1) then the B (part 2)
 --   Forward <mb> / Backward <mb> GPipe's annotations: action F or B, no stage
+-- reads: events, main_threads
 CREATE TEMP TABLE mark_events AS
 SELECT e.rank, e.tid, m.rank IS NOT NULL AS main_thread, e.step, e.name, e.ts_ns, e.dur_ns
 FROM events e

@@ -2,6 +2,7 @@
 -- pp-tagged operations. One row per member of each pp group a loaded rank names (group_ranks, basis 'group';
 -- loaded: the member itself runs pp-tagged operations in that group); without any known group, the ranks with
 -- pp-tagged operations in rank order (basis 'pp ranks').
+-- reads: comm_ops
 WITH pp AS (SELECT DISTINCT rank, group_ranks FROM comm_ops WHERE strategy = 'pp'),
 grp AS (
     SELECT DISTINCT group_ranks, 'group' AS basis FROM pp WHERE len(group_ranks) > 0

@@ -1,6 +1,7 @@
 -- What the step graph (traceparse/vocabulary/step_graph.py) is built from, from the vocabulary: where each CPU thread
 -- blocked, what each blocking call waited for, and which rank and moment released each communication operation. Each
 -- object is a TEMP table of the connection.
+-- reads: collective_arrivals, comm_intervals, comm_ops, cp_p2p, events, main_threads
 
 -- Every communication operation's completion on its rank (comm_done_ns, store/macros.sql) and what
 -- released it: a collective, the last member to arrive (collective_arrivals); a receive, its matched send; anything

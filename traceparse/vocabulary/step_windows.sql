@@ -1,4 +1,5 @@
 -- step_windows: one per ProfilerStep#N; one whole-trace window (step NULL) for a rank without.
+-- reads: events, steps
 INSERT INTO step_windows
 SELECT rank, step, start_ns, end_ns, dur_ns, 'ProfilerStep#N' FROM steps
 UNION ALL

@@ -1,4 +1,5 @@
 -- The waits inside each strategy's communication: exposed unless the rank computes meanwhile.
+-- reads: collective_arrivals, comm_intervals, compute_intervals, interval_intersect, interval_union_ns
 CREATE TEMP TABLE wait_comm AS
 SELECT k.rank, k.step, k.strategy, s, e FROM interval_intersect(
     'SELECT {''rank'': rank, ''step'': step, ''strategy'': strategy} AS k, {''rank'': rank, ''strategy'': strategy} AS g,

@@ -1,4 +1,5 @@
 -- Per window: compute, communication and the part of it hidden under compute (comments in schema.py).
+-- reads: comm_intervals, compute_intervals, interval_intersect, interval_union_ns, step_windows
 INSERT INTO window_totals
 WITH compute AS (
     SELECT k.rank, k.step, ns FROM interval_union_ns(

@@ -4,6 +4,7 @@
 -- rank exists), else unknown (NULL: one rank's trace of a larger job that names no size). Reads ranks and comm_ops.
 -- A TEMP view of the connection, made by each reader: store/derive.sql (in a rank's task: its batch's ranks),
 -- tagging/features.sql, layout/infer.py, whatif/measured.sql, document/summary.py.
+-- reads: comm_ops, ranks
 CREATE OR REPLACE TEMP VIEW world AS
 SELECT stated, loaded,
        coalesce(stated, CASE WHEN NOT EXISTS (SELECT 1 FROM comm_ops) THEN loaded END) AS world_size
