@@ -47,12 +47,12 @@ SELECT op, source, count(*) AS ops, count(DISTINCT rank) AS ranks,
        count(*) FILTER (WHERE bytes_out IS NULL) AS ops_without_bytes_out
 FROM comm_ops GROUP BY op, source;
 
--- summary_top_ops(n): the n heaviest kernels by total time (CPU ops where the run has no kernel), each with its
--- calls, share of their kind's total (null when every one takes no time: 0 / 0) and ranks.
+-- summary_top_ops(n): the n heaviest kernels by total time (CPU ops where the run has no kernel; equal times by
+-- name), each with its calls, share of their kind's total (null when every one takes no time: 0 / 0) and ranks.
 CREATE OR REPLACE TEMP MACRO summary_top_ops(n) AS TABLE
 WITH kind AS (SELECT CASE WHEN EXISTS (SELECT 1 FROM name_totals WHERE cat = 'kernel') THEN 'kernel'
                           ELSE 'cpu_op' END AS cat)
 SELECT (SELECT cat FROM kind) AS kind, name, sum(calls)::BIGINT AS calls, sum(total_ns)::BIGINT AS total_ns,
        round(sum(total_ns) / nullif(sum(sum(total_ns)) OVER (), 0), 4) AS share,
        count(DISTINCT rank) AS ranks
-FROM name_totals WHERE cat = (SELECT cat FROM kind) GROUP BY name ORDER BY total_ns DESC LIMIT n;
+FROM name_totals WHERE cat = (SELECT cat FROM kind) GROUP BY name ORDER BY total_ns DESC, name LIMIT n;

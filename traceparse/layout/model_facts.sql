@@ -63,7 +63,7 @@ WHERE list_contains(names::VARCHAR[], name) AND (step IS NOT NULL OR NOT stepped
 -- facts_top_k: the most common k of the aten::topk calls (the MoE router's), as recorded.
 CREATE OR REPLACE TEMP VIEW facts_top_k AS
 SELECT json_extract_string(concrete_inputs, '$[1]') AS k, count(*) AS n FROM recorded_inputs
-WHERE name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC LIMIT 1;
+WHERE name = 'aten::topk' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1;
 
 -- facts_optimizers: the optimizer classes of the Optimizer.step#<Name>.step annotations (optimizer_class).
 CREATE OR REPLACE TEMP VIEW facts_optimizers AS
