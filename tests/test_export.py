@@ -9,6 +9,8 @@ warning that one was assumed, and where each rank came from, are left out of the
 """
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import committed_runs, public_trace
@@ -19,15 +21,10 @@ import traceparse
 from fixtures import public_traces
 from traceparse.ingest.job_file import OWN, PATH_PID, STREAM_TID
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from documents import differences  # noqa: E402
+
 RUNS = committed_runs()
-
-
-def differences(a, b, path="") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(set(a) | set(b)) for d in differences(a.get(k), b.get(k), f"{path}.{k}")]
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
-    return [] if a == b else [path]
 
 
 def exported(src, tmp_path, *options):

@@ -69,7 +69,7 @@ def test_use_makes_a_temp_object_with_the_temp_modules_it_reads(tmp_path):
     from traceparse.load.run import connect, load_run
     from pathlib import Path
 
-    assert needed(["cp_blocking"])[-2:] == ["p2p_pairs.sql", "step_graph.sql"]
+    assert needed(("cp_blocking",))[-2:] == ("p2p_pairs.sql", "step_graph.sql")
     store, _ = load_run([Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "ddp2"],
                         db=tmp_path / "s.duckdb")
     con = connect(store)

@@ -34,6 +34,7 @@ from collections import Counter
 
 from traceparse.axes import AXES, MODEL_AXES
 from traceparse.store.query import sql_file, table_rows
+from traceparse.vocabulary.modules import use
 from traceparse.vocabulary.placement import placement
 
 FORWARD_PASS = ("DistributedDataParallel.forward", "FSDP::root_pre_forward")
@@ -43,7 +44,7 @@ def infer_layout(con) -> dict:
     """{key: (value, evidence)} for every key in LAYOUT_KEYS."""
     out = {}
     world = _world(con)
-    con.execute(sql_file("traceparse.vocabulary", "name_totals.sql"))
+    use(con, "name_totals")
     con.execute(sql_file(__package__, "infer.sql"))
     sizes = {}
     for t in table_rows(con, "layout_tagged_sizes"):
@@ -61,7 +62,7 @@ def infer_layout(con) -> dict:
 
 def _world(con):
     """The job's rank count (vocabulary/world.sql: world_size; None where unknown)."""
-    con.execute(sql_file("traceparse.vocabulary", "world.sql"))
+    use(con, "world")
     return table_rows(con, "world")[0]["world_size"]
 
 

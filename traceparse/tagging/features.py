@@ -3,10 +3,10 @@ vocabulary (main_threads, backward_passes); its columns are defined once, in tra
 
 from traceparse.store.query import sql_file
 from traceparse.store.schema import features_comments
+from traceparse.vocabulary.modules import use
 
 
 def build_features(con):
-    con.execute(sql_file("traceparse.vocabulary", "world.sql"))
-    con.execute(sql_file("traceparse.vocabulary", "host_ops.sql"))
+    use(con, "world", "host_ops")
     con.execute(sql_file(__package__, "features.sql"))
     con.execute(features_comments())

@@ -64,8 +64,10 @@ def order(names) -> list[str]:
     return out
 
 
-def needed(objs) -> list[str]:
-    """The modules that make ``objs``, with every vocabulary module they read from (transitively), in order."""
+@cache
+def needed(objs: tuple) -> tuple[str, ...]:
+    """The modules that make ``objs``, with every vocabulary module they read from (transitively), in order (each
+    tuple of objects resolved once: a reader asks on every read)."""
     todo, found = [module_of(o) for o in objs], []
     while todo:
         m = todo.pop()
@@ -77,17 +79,19 @@ def needed(objs) -> list[str]:
                 todo.append(module_of(r))
             except KeyError:
                 pass  # a store table or macro: there already
-    return order(sorted(found))
+    return tuple(order(sorted(found)))
 
 
 def use(con, *objs):
-    """Make the TEMP vocabulary objects ``objs`` on ``con`` (a read connection): their modules and the modules they
-    read, in order, each once per connection, but those the build runs (``built``)."""
+    """Make the TEMP vocabulary objects ``objs`` on ``con`` (a reader's, or the build's for layout inference and
+    tagging): their modules and the modules they read, in order, each once per connection, but those the build runs
+    into the store (``built``)."""
     for m in needed(objs):
         if not built(m):
             define(con, PACKAGE, m)
 
 
+@cache
 def built(module: str) -> bool:
     """Whether the build runs ``module``: it fills a table of the store (``schema``: the parser's tables, the
     vocabulary's) or one of the build's intermediate tables, so a reader finds its objects there already."""
