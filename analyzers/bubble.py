@@ -12,10 +12,10 @@ import bisect
 import statistics
 from collections import defaultdict
 
-from traceparse.store.query import sql_file
 from traceparse.thresholds import check_thresholds
 from traceparse.units import ms
 from traceparse.vocabulary import compute, savings
+from traceparse.vocabulary.modules import use
 from traceparse.vocabulary.placement import placement
 from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.models.pipeline import FORMULAS, RAMP_FLOOR, ZERO_BUBBLE, expected_bubble, ramp_floor, simulate
@@ -242,8 +242,7 @@ def run(ctx):
 
     windows = compute.per_window(ctx)
     by = defaultdict(lambda: defaultdict(list))
-    ctx.con.execute(sql_file("traceparse.vocabulary", "optimizer_spans.sql"))
-    ctx.con.execute(sql_file("traceparse.vocabulary", "main_thread_ops.sql"))
+    use(ctx.con, "optimizer_spans", "main_thread_ops")
     for row in ctx.rows(sql("bubble")):
         if row["rank"] in stage_of:
             by[(row["rank"], row["step"])][row["grp"]].append(row)

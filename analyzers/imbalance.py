@@ -15,7 +15,6 @@ from collections import defaultdict
 from traceparse import stats
 from traceparse.units import count, ms
 
-from traceparse.store.query import sql_file
 from traceparse.vocabulary import compute, critical_path, savings
 from traceparse.analyzers.base import Result, Spec, grade
 from traceparse.status import worst
@@ -525,7 +524,7 @@ def _step_test(ctx) -> dict | None:
 def _cost(ctx) -> dict:
     """What each step's costliest ranks cost it by replay, and the rank that is a cause (savings.rank_costs): peers
     are the other ranks of its pipeline stage, else every other rank."""
-    stage = {r["rank"]: r["stage"] for r in ctx.rows(sql_file("traceparse.vocabulary", "pp_stages.sql"))}
+    stage = {r["rank"]: r["stage"] for r in compute.pipeline_stages(ctx)}
     return savings.rank_costs(ctx.step_graphs, stage, ctx.limits["warn_straggler_share"],
                               compute.floor_per_window(ctx.con))
 

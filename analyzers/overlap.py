@@ -12,7 +12,7 @@ from traceparse.units import ms
 
 from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
 from traceparse.status import worst
-from traceparse.store.query import sql_file, table_rows
+from traceparse.store.query import table_rows
 from traceparse.vocabulary import critical_path, savings
 from traceparse.vocabulary.modules import use
 
@@ -160,7 +160,7 @@ def run(ctx):
                     for s, rs in sorted(by_strategy.items())}
     ranking = sorted(per_strategy, key=lambda s: (-per_strategy[s]["exposed_ns"], s))
     rank_rows = [r for r in rows if r["scope"] == "rank"]
-    ctx.con.execute(sql_file("traceparse.vocabulary", "hta_window.sql"))
+    use(ctx.con, "hta_gpu_activity")
     hta = ctx.rows(sql("overlap_hta"))
     gpu = {r["rank"] for r in hta}
     use(ctx.con, "name_totals")

@@ -39,8 +39,9 @@ def runs() -> dict[str, list[Path]]:
 
 def row(name: str, files: list[Path]) -> str:
     from traceparse.load.run import open_run
-    from traceparse.store.query import rows, sql_file
+    from traceparse.store.query import table_rows
     from traceparse.vocabulary.compute import floor_per_window
+    from traceparse.vocabulary.modules import use
     from traceparse.vocabulary.savings import rank_costs, strategy_costs
     from traceparse.vocabulary.step_graph import step_graphs
 
@@ -54,7 +55,8 @@ def row(name: str, files: list[Path]) -> str:
             worst = max([worst] + [abs(lane.out[k] - lane.times[k]) for lane in g.lanes.values()
                                    for k in range(len(lane.times))])
         t2 = time.perf_counter()
-        stage = {r["rank"]: r["stage"] for r in rows(con, sql_file("traceparse.vocabulary", "pp_stages.sql"))}
+        use(con, "pp_stages")
+        stage = {r["rank"]: r["stage"] for r in table_rows(con, "pp_stages", "stage, rank, group_ranks")}
         cost = rank_costs(graphs, stage, 0.05, floor_per_window(con)) if graphs and len(graphs[0].windows) > 1 \
             else None
         t3 = time.perf_counter()

@@ -66,10 +66,10 @@ def _paths(label):
 def _custom_comm_ns(label) -> dict:
     """{rank: ns}: HTA-window time of the communication kernels HTA does not call communication (not nccl*Kernel)."""
     from traceparse.load.run import open_run
-    from traceparse.store.query import sql_file
+    from traceparse.vocabulary.modules import use
 
     with open_run([str(p) for p in _paths(label)]) as con:
-        con.execute(sql_file("traceparse.vocabulary", "hta_window.sql"))
+        use(con, "hta_gpu_activity")
         got = con.execute("""
             SELECT k AS rank, ns FROM interval_union_ns(
                 'SELECT rank AS k, start_ns AS s, end_ns AS e FROM hta_gpu_activity

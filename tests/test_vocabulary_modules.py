@@ -18,17 +18,21 @@ TASK = {"clock", "raw_events", "raw_threads", "raw_op_args", "raw_comm_args", "r
 STORE_MACROS = set(re.findall(r"(?i)CREATE\s+OR\s+REPLACE\s+MACRO\s+([a-z_]+)\s*\([^)]*\)\s+AS\s+TABLE",
                               sql_file("traceparse.store", "macros.sql")))
 DEFINED = {o for defined, _ in modules().values() for o in defined}
+# the vocabulary's scalar macros (called as name(...), not read FROM): host_cause.sql's host_cause
+SCALAR = {m for name in modules() for m in re.findall(r"(?i)MACRO\s+([a-z_]+)\s*\([^)]*\)\s+AS\s*\(",
+                                                       sql_file("traceparse.vocabulary", name))}
 KNOWN = set(TABLES) | set(VOCABULARY) | set(BUILD_ONLY) | TASK | STORE_MACROS | DEFINED
 
 
 def found_reads(text: str, own: frozenset) -> set:
-    """The known objects the SQL reads (after FROM or JOIN, in a query or in a query string a macro is given),
-    but its own objects and its CTEs."""
+    """The known objects the SQL reads (after FROM or JOIN, in a query or in a query string a macro is given; a
+    vocabulary scalar macro, where called), but its own objects and its CTEs."""
     body = re.sub(r"--[^\n]*", " ", text)
     ctes = {c.lower() for c in re.findall(r"(?i)\b([a-z_][a-z0-9_]*)\s*(?:\([^()]*\))?\s+AS\s*(?:NOT\s+)?"
                                           r"(?:MATERIALIZED\s*)?\(", body)}
     names = re.findall(r"(?i)(?<!DISTINCT )\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)", body)
-    return {n for n in names if n in KNOWN and n.lower() not in ctes and n not in own}
+    calls = {m for m in SCALAR if re.search(rf"\b{m}\s*\(", body)}
+    return {n for n in names if n in KNOWN and n.lower() not in ctes and n not in own} | (calls - own)
 
 
 @pytest.mark.parametrize("module", sorted(modules()))
@@ -79,3 +83,20 @@ def test_use_makes_a_temp_object_with_the_temp_modules_it_reads(tmp_path):
         assert con.execute("SELECT count(*) FROM cp_p2p").fetchone()[0] == 0  # ddp2 has no send or receive
     finally:
         con.close()
+
+
+def test_readers_make_vocabulary_objects_through_use():
+    """Only the build runs a vocabulary module by its file (per_rank.py, the vocabulary's __init__, modules.py); every
+    other reader names the objects it reads (modules.use), so what a module reads is made first, once per connection."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    build = {"traceparse/vocabulary/per_rank.py", "traceparse/vocabulary/__init__.py", "traceparse/vocabulary/modules.py"}
+    found = []
+    for path in sorted([*root.glob("traceparse/**/*.py"), *root.glob("analyzers/*.py"), *root.glob("bench/*.py")]):
+        name = path.relative_to(root).as_posix()
+        text = path.read_text()
+        own = name.startswith("traceparse/vocabulary/") and "sql_file(__package__" in text
+        if name not in build and ('sql_file("traceparse.vocabulary"' in text or own):
+            found.append(name)
+    assert not found, f"run a vocabulary module by its file: {found}"

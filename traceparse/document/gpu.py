@@ -94,9 +94,9 @@ def _causes(con) -> list[dict]:
 
 
 def gpu_tables(con):
-    """The GPU vocabulary's tables and macros (gpu_time.sql after what it reads: host_cause.sql, hta_window.sql)."""
-    for name in ("host_cause.sql", "hta_window.sql", "gpu_time.sql"):
-        con.execute(sql_file("traceparse.vocabulary", name))
+    """The GPU vocabulary's tables the section reads (gpu_time.sql, after what it reads), then its views (gpu.sql)."""
+    use(con, "gpu_temporal", "gpu_queue", "gpu_stream_idle", "gpu_stream_clipped", "gpu_idle_parts", "gpu_step_spans",
+        "gpu_gaps", "gpu_launches")
     con.execute(sql_file(__package__, "gpu.sql"))
 
 

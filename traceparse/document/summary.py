@@ -7,7 +7,7 @@ from traceparse.vocabulary.modules import use
 def run_info(con) -> dict:
     ranks = table_rows(con, "ranks", "rank")
     steps = [s["step"] for s in table_rows(con, "steps", "step", columns="DISTINCT step")]
-    con.execute(sql_file("traceparse.vocabulary", "world.sql"))
+    use(con, "world")
     return {
         "files": [r["file"] for r in ranks],
         "ranks": [r["rank"] for r in ranks],
@@ -58,7 +58,7 @@ def busy(con) -> list[dict]:
     """Per CPU thread and GPU stream: the union of its work inside the rank's profiled span (first window's start to
     last window's end), nested events once; a GPU stream's work is its device work, as the GPU section's
     (vocabulary/busy_time.sql lane_busy)."""
-    con.execute(sql_file("traceparse.vocabulary", "busy_time.sql"))
+    use(con, "lane_busy")
     return table_rows(con, "lane_busy", "rank, kind, busy_ns DESC, pid, tid")
 
 

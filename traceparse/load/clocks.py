@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from traceparse.store.query import sql_file
+from traceparse.vocabulary.modules import use
 
 # collectives where every member needs every other member's data: none can leave before the last arrives
 BLOCKING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "barrier")
@@ -202,7 +202,7 @@ class _Evidence:
             end.append(e)
         self.base = min(arrive, default=0)  # times less this one: exact in float64 (below 2^53 ns, 104 days)
         self._collectives(np.array(keys, np.int64), np.array(clock, np.int64), self._times(arrive), self._times(end))
-        con.execute(sql_file("traceparse.vocabulary", "p2p_pairs.sql"))
+        use(con, "cp_p2p")
         pairs = con.execute("""
             SELECT p.partner, comm_arrival_ns(s.op, s.exec_ts_ns, s.host_ts_ns), p.rank, r.exec_ts_ns + r.exec_dur_ns
             FROM cp_p2p p

@@ -8,7 +8,8 @@ checks state the same compute and name the same heavy stage.
 import statistics
 from collections import defaultdict
 
-from traceparse.store.query import rows, sql_file
+from traceparse.store.query import table_rows
+from traceparse.vocabulary.modules import use
 
 
 def per_window(ctx) -> dict:
@@ -26,7 +27,8 @@ def mean_per_rank(windows: dict) -> dict:
 
 def floor_per_window(con) -> dict:
     """{(rank, step): compute floor of the step window} of the ranks with CPU ops (compute_floor.sql)."""
-    return {(r["rank"], r["step"]): r["floor_ns"] for r in rows(con, sql_file(__package__, "compute_floor.sql"))}
+    use(con, "compute_floor")
+    return {(r["rank"], r["step"]): r["floor_ns"] for r in table_rows(con, "compute_floor", "rank, step NULLS FIRST")}
 
 
 def floor_per_rank(ctx, compute: dict) -> dict:
@@ -41,9 +43,10 @@ def floor_per_rank(ctx, compute: dict) -> dict:
 
 
 def pipeline_stages(ctx) -> list[dict]:
-    """The rows of pp_stages.sql, the one definition of a rank's pipeline stage: rank, stage, group_ranks (the
-    group, in stage order), basis ('group', or 'pp ranks' when no group is known), loaded."""
-    return ctx.rows(sql_file(__package__, "pp_stages.sql"))
+    """The rows of pp_stages (pp_stages.sql), the one definition of a rank's pipeline stage: rank, stage, group_ranks
+    (the group, in stage order), basis ('group', or 'pp ranks' when no group is known), loaded."""
+    use(ctx.con, "pp_stages")
+    return table_rows(ctx.con, "pp_stages", "stage, rank, group_ranks")
 
 
 def stages(ctx) -> dict:

@@ -1,7 +1,7 @@
 -- Where a GPU's time goes, from gpu_activity (built per rank, gpu_activity.sql): busy computing, busy otherwise
 -- (communication, memcpy, memset), or idle, and when idle, waiting on what. Run on a store by the document's GPU
 -- section (traceparse/document/gpu.py); each object is a TEMP view or table of the connection.
--- reads: events, gpu_activity, hta_gpu_activity, interval_intersect, step_windows
+-- reads: events, gpu_activity, host_cause, hta_gpu_activity, interval_intersect, step_windows
 
 -- The span of each profiled step on the GPU. Steps tile the GPU's timeline: step N's span runs from the end of the
 -- GPU work of the steps before it (the first step: its own first activity) to the end of its own, so a gap before

@@ -3,18 +3,16 @@ blocked, what released each communication operation) and each rank's lanes read 
 
 import bisect
 
-from traceparse.store.query import rows, sql_file
+from traceparse.store.query import rows
+from traceparse.vocabulary.modules import use
 
 SCAN = 10_000  # a guard: events looked at back from a moment for the op holding it
 
 
 def graph_tables(con):
-    """The rows of vocabulary/step_graph.sql (its temporary tables and macros) after what it reads (p2p_pairs.sql),
-    made once per connection."""
-    made = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = 'cp_completions'")
-    if not made.fetchone()[0]:
-        for name in ("p2p_pairs.sql", "step_graph.sql"):
-            con.execute(sql_file("traceparse.vocabulary", name))
+    """The tables and macros of vocabulary/step_graph.sql, after what they read (p2p_pairs.sql), made once per
+    connection."""
+    use(con, "cp_completions", "cp_cpu_ops", "cp_blocking")
 
 
 def rank_rows(con, rank: int) -> dict:

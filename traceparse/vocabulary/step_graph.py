@@ -28,8 +28,9 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from traceparse.store.query import rows, sql_file
+from traceparse.store.query import rows
 from traceparse.vocabulary.graph_rows import graph_tables, latest, own_gap, rank_rows
+from traceparse.vocabulary.modules import use
 
 WORK, WAIT, INSIDE, KSTART, KCOMM = "work", "wait", "inside a wait", "kernel start", "comm kernel"
 
@@ -472,7 +473,7 @@ def context(con) -> dict:
             if d["match_key"] is not None:
                 ctx["members"][d["match_key"]].append(d)
         ctx["done"][r] = done
-    con.execute(sql_file("traceparse.vocabulary", "host_cause.sql"))
+    use(con, "host_cause")
     names = sorted({o["name"] for ops in ctx["ops"].values() for o in ops if o["name"] is not None})
     ctx["input"] = {n for (n,) in con.execute("SELECT n FROM unnest(?::VARCHAR[]) t(n) WHERE host_cause(n) = "
                                               "'dataloader'", [names]).fetchall()}

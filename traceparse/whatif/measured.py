@@ -8,6 +8,7 @@ window_strategy_comm).
 
 from traceparse.layout.model_facts import fact
 from traceparse.store.query import sql_file
+from traceparse.vocabulary.modules import use
 from traceparse.whatif.pipeline import calibrated_overhead
 from traceparse.axes import AXES, SCHEDULE_KEYS
 
@@ -82,8 +83,7 @@ def model_layers(m: dict):
 def times(con) -> dict:
     """Step, compute and exposed communication per strategy: means per rank per step window (measured.sql, whose
     views it makes, after what they read: optimizer_spans.sql, world.sql)."""
-    for name in ("optimizer_spans.sql", "world.sql"):
-        con.execute(sql_file("traceparse.vocabulary", name))
+    use(con, "optimizer_spans", "world")
     con.execute(sql_file(__package__, "measured.sql"))
     step, compute, _ = con.table("whatif_times").fetchall()[0]
     exposed = {s: fact(ns, "window_strategy_comm: (comm_ns - hidden_ns) summed / rank-step windows")
