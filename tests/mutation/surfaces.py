@@ -476,7 +476,8 @@ def op_threads_in_processes(rng):
 
 DEV_NULL = os.makedev(1, 3)
 _dev_lock = threading.Lock()
-CACHE_FILE = re.compile(r"^[0-9a-f]+\.duckdb(?:\.stamp|\.[a-z]+-[0-9a-f]+\.json)?$")
+# a cache holds entries (a store, its stamp, its kept documents) and the store schema's template (store/template.py)
+CACHE_FILE = re.compile(r"^[0-9a-f]+\.duckdb(?:\.stamp|\.[a-z]+-[0-9a-f]+\.json)?$|^schema-[0-9a-f]+\.store-template$")
 
 
 def _one_build(p: Path) -> bool:

@@ -1,8 +1,8 @@
-"""The store's own part of a build: connecting, the DDL, the rows of the run (its ranks, groups, dumps, and the
-ranks' Parquet attached as views: traceparse/store/parts.py), and the derivations of the store's own tables that
-cross ranks (group inference, finish.sql; derive.sql runs per rank, in the parse tasks). The stages above (tagging,
-layout, the vocabulary that needs tags) run from traceparse/load/build.py, which orders the whole build in one
-transaction."""
+"""The store's own part of a build: connecting (a new store starts as a copy of the schema's template:
+store/template.py), the rows of the run (its ranks, groups, dumps, and the ranks' Parquet attached as views:
+traceparse/store/parts.py), and the derivations of the store's own tables that cross ranks (group inference,
+finish.sql; derive.sql runs per rank, in the parse tasks). The stages above (tagging, layout, the vocabulary that
+needs tags) run from traceparse/load/build.py, which orders the whole build in one transaction."""
 
 import json
 import time
@@ -12,7 +12,8 @@ import duckdb
 
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing, opening
-from traceparse.store.schema import SCHEMA_VERSION, ddl
+from traceparse.store.schema import SCHEMA_VERSION
+from traceparse.store.template import fresh_store, schema_sql
 from traceparse.store.trust import duckdb_config, open_store, openable
 
 # connections to a store whose build folder went while connecting (parts.Gone: a store whose folders have no
@@ -73,17 +74,20 @@ def _connect(db_path, read_only):
 
 
 def create_store(db_path):
-    """A connection to a fresh store at ``db_path`` (settings of duckdb_config)."""
+    """A connection to a fresh store at ``db_path`` holding the store's schema and macros (a copy of their template,
+    store/template.py, else written; settings of duckdb_config)."""
+    copied = fresh_store(db_path)
     con = connect_with_limits(db_path)
+    if not copied:
+        con.execute(schema_sql())
     con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
     return con
 
 
 def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
-    """The DDL, then the rows as loaded: ``ranks`` are parse summaries with rank and clock set, their tables in the
-    per-rank folder ``parts`` (attached as views, the per-rank vocabulary copied); ``dumps`` Flight Recorder dumps
-    (traceparse.ingest.flight_recorder.read_dump). Then the store's macros."""
-    con.execute(ddl())
+    """The rows as loaded, into a store ``create_store`` made: ``ranks`` are parse summaries with rank and clock set,
+    their tables in the per-rank folder ``parts`` (attached as views, the per-rank vocabulary copied); ``dumps``
+    Flight Recorder dumps (traceparse.ingest.flight_recorder.read_dump)."""
     _insert_meta(con, meta)
     _insert_ranks(con, ranks)
     _insert_groups(con, ranks)
@@ -95,7 +99,6 @@ def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()
     if ranks:
         attach_views(con, parts, build=True)
         copy_vocabulary(con, parts)
-    con.execute(sql_file("macros.sql"))
 
 
 def insert_kernel_rules(con, rules):

@@ -304,7 +304,9 @@ TABLES = {
 VOCABULARY = {
     "main_threads": (
         "Vocabulary: per rank, the thread that runs the training loop: the CPU thread carrying the ProfilerStep#N "
-        "annotations, else the one with the most cpu_op time (ties: the lowest tid).",
+        "annotations, else the one with the most cpu_op time (ties: the lowest tid). Events join it on (rank, pid, tid); "
+        "what records a thread id alone (comm_ops.tid, the step graph's CPU lanes) on (rank, tid): a CPU thread's id is "
+        "unique on its host while the thread runs.",
         [
             ("rank", "INTEGER", "rank"),
             ("pid", "BIGINT", "process id of the thread"),
