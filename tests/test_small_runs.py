@@ -70,3 +70,27 @@ def test_as_a_library_pyarrow_keeps_pandas():
     r = _fresh("import sys, traceparse, pyarrow as pa\ntraceparse.analyze([sys.argv[1]], use_cache=False)\n"
                "assert pa.table({'a': [1]}).to_pandas()['a'][0] == 1", FIXTURE_RUNS / "ddp2")
     assert r.returncode == 0, r.stderr
+
+
+def test_duckdb_runs_one_thread_on_a_run_of_fewer_events_than_a_row_group(tmp_path):
+    """trust.sized: below one row group (DuckDB's unit of parallel work) a second thread has nothing to take; at or
+    above it, DuckDB keeps its own thread count. A small run's store is read with one."""
+    import duckdb
+
+    from traceparse.load.run import connect
+    from traceparse.store import trust
+
+    con = duckdb.connect()
+    default = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    trust.sized(con, trust.ROW_GROUP_ROWS)
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == default
+    trust.sized(con, trust.ROW_GROUP_ROWS - 1)
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+    store, _ = load_run([FIXTURE_RUNS / "ddp2"], db=tmp_path / "s.duckdb")
+    reader = connect(store)
+    try:
+        events = reader.execute("SELECT sum(n_events) FROM ranks").fetchone()[0]
+        assert 0 < events < trust.ROW_GROUP_ROWS
+        assert reader.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+    finally:
+        reader.close()

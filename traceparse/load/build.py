@@ -15,6 +15,7 @@ import duckdb
 from traceparse.layout.infer import infer_layout
 from traceparse.load import clocks
 from traceparse.store.build import create_store, derive, insert_kernel_rules, insert_layout, insert_raw
+from traceparse.store.trust import sized
 from traceparse.tagging.tag import tag_comm_ops
 from traceparse.vocabulary import build_cross_rank, build_tagged
 from traceparse.vocabulary.per_rank import run_per_rank
@@ -40,6 +41,7 @@ def _build(db_path, ranks, issues, meta, dumps, parts, settle):
     """One build; ``settle(con)`` (ranks only) decides on the clocks: None keeps the build (its rows of clocks and
     load issues written), else the shifts to build again with (this one rolled back, and returned)."""
     con = create_store(db_path)
+    sized(con, sum(r.get("n_events") or 0 for r in ranks))
     again = None
     try:
         con.execute("BEGIN TRANSACTION")

@@ -87,6 +87,17 @@ def duckdb_config() -> dict:
     return {"memory_limit": limit} if limit else {}
 
 
+ROW_GROUP_ROWS = 122_880  # DuckDB's row group: the unit its operators run in parallel over
+
+
+def sized(con, events: int | None):
+    """One DuckDB thread on ``con`` for a run of fewer events than one row group holds: its tables are a row group
+    each (a small run's files are parsed in one batch: one file per table), so a second thread has nothing to take
+    and only adds its scheduling (docs/speed.md, Small runs)."""
+    if events is not None and events < ROW_GROUP_ROWS:
+        con.execute("SET threads = 1")
+
+
 def open_store(store, full_access: bool = False):
     """A read-only connection to the store file ``store`` (settings of ``duckdb_config``), checked (``vet``).
     DuckDB's errors (no such file, not a DuckDB file, a damaged one) are raised as they are; a DuckDB file without
@@ -114,6 +125,7 @@ def open_store(store, full_access: bool = False):
         if not has_meta(con):
             raise NotAStore(given, NOT_A_STORE)
         vet(con, given)
+        sized(con, con.execute("SELECT sum(n_events) FROM ranks").fetchone()[0])
     except BaseException:
         con.close()
         raise
