@@ -161,7 +161,7 @@ def _replaced_meanwhile(db: Path):
         con = duckdb.connect(str(tmp))
         con.execute("UPDATE meta SET value = ? WHERE key = 'parts'", [token])
         con.close()
-        publish(tmp, db)
+        publish(tmp, db, token)
         release(lock, db, token)
 
     t = threading.Thread(target=put)

@@ -27,3 +27,24 @@ def test_binomial_and_poisson_binomial_tails():
     # one collective of 2 ranks and one of 4: last at both with 1/2 x 1/4; at one or more, 1 - 1/2 x 3/4
     assert stats.last_tail([0.5, 0.25], 2) == pytest.approx(1 / 8, rel=1e-12)
     assert stats.last_tail([0.5, 0.25], 1) == pytest.approx(5 / 8, rel=1e-12)
+
+
+def test_students_t_tail_against_scipy():
+    """The continued fraction against scipy.special.stdtr over degrees of freedom from 0.3 to 10^6 and |t| from 1e-8
+    to 1000, and the normal distribution beyond LARGE_DF."""
+    from scipy.special import stdtr
+
+    ts = [s * 10 ** (e / 4) for e in range(-32, 13) for s in (1, -1)] + [0.0]
+    for df in (0.3, 0.5, 1, 1.5, 2, 3, 4.7, 10, 29.5, 100, 1e3, 9999, 1e4, 10001, 1e5, 1e6):
+        for t in ts:
+            want = float(stdtr(df, -t))
+            assert stats._t_sf(t, df) == pytest.approx(want, rel=1e-6, abs=1e-8), (df, t)
+    for t in (0.0, 1.0, -2.5, 5.0):
+        assert stats._t_sf(t, 1e8) == pytest.approx(float(stdtr(1e8, -t)), rel=1e-6, abs=1e-8)
+
+
+def test_binomial_against_scipy():
+    from scipy.stats import binom
+
+    for n, p in ((1, 0.3), (17, 0.5), (400, 1 / 64), (3000, 0.9)):
+        assert stats._binomial_pmf(n, p) == pytest.approx(binom.pmf(range(n + 1), n, p), rel=1e-9, abs=1e-300)

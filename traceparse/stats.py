@@ -9,8 +9,10 @@ collective the chance is 1 / its group size (Poisson-binomial, exact).
 by chance, when which rank each of its spells ran on were drawn at random.
 ``mean_difference(a, b)``: the difference of two means against its standard error (Welch), for compare.
 
-scipy.special is imported on first use (its import costs ~0.3 s; scipy.stats, which holds the same functions
-behind its distribution classes, ~0.9 s: more than a small run's whole analysis).
+Student's t tail is the regularized incomplete beta function's continued fraction (``_t_sf``), and the binomial's
+log factorials ``math.lgamma``: importing scipy.special for them cost 0.1 s (scipy.stats, which holds the same
+functions behind its distribution classes, 0.9 s), about a tenth of a small run's whole analysis.
+tests/test_stats.py holds them to closed forms and to scipy.special's stdtr and binom.
 """
 
 import math
@@ -22,11 +24,60 @@ from traceparse.thresholds import check_thresholds
 ALPHA = check_thresholds()["stats"]["alpha"]  # conclusive when chance gives it at most this often (rules/thresholds.toml)
 
 
-def _t_sf(t: float, df: float) -> float:
-    """P(T >= t) for Student's t with ``df`` degrees of freedom."""
-    from scipy.special import stdtr
+LARGE_DF = 1e7  # beyond this, Student's t is the normal distribution within 1e-8 (its difference falls as 1 / df)
 
-    return float(stdtr(df, -t))
+
+def _t_sf(t: float, df: float) -> float:
+    """P(T >= t) for Student's t with ``df`` degrees of freedom: half the regularized incomplete beta function
+    I_x(df/2, 1/2) at x = df / (df + t^2) for t > 0 (Abramowitz and Stegun 26.7.1), one less it below 0."""
+    t, df = float(t), float(df)
+    if math.isnan(t):
+        return math.nan
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    if df > LARGE_DF:
+        return statistics.NormalDist().cdf(-t)
+    half = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t), t * t / (df + t * t))
+    return half if t > 0 else 1.0 - half
+
+
+def _betainc(a: float, b: float, x: float, y: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), ``y`` = 1 - x given apart (x near 1 loses its digits as
+    1 - x), by its continued fraction on the side where it converges (Numerical Recipes 6.4)."""
+    if x <= 0:
+        return 0.0
+    if y <= 0:
+        return 1.0
+    front = math.exp(_log_inverse_beta(a, b) + a * math.log(x) + b * math.log(y))
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, y) / b
+
+
+def _log_inverse_beta(a: float, b: float) -> float:
+    """-log B(a, b); for b = 1/2 and a large, lgamma(a + 1/2) - lgamma(a) by its asymptotic series (the difference of
+    two lgamma near 10^6 loses five digits)."""
+    if b == 0.5 and a > 1e4:
+        return 0.5 * math.log(a) - 1 / (8 * a) + 1 / (192 * a**3) - math.lgamma(0.5)
+    return math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+
+
+def _beta_fraction(a: float, b: float, x: float, tiny: float = 1e-300) -> float:
+    """The continued fraction of I_x(a, b), by the modified Lentz method, to double precision."""
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):  # about sqrt(a) terms where x is near the mean: a = 5e6 at LARGE_DF
+        for term in (m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m)),
+                     -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))):
+            d = 1.0 + term * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + term / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-16:
+            break
+    return h
 
 
 def rank_outliers(table: dict) -> dict:
@@ -78,14 +129,14 @@ def _binomial_pmf(n: int, p: float):
     """P(X = k) for k = 0..n, X binomial with ``n`` trials of success probability ``p`` (in log space: no
     overflow for long runs of trials)."""
     import numpy as np
-    from scipy.special import gammaln
 
     if p >= 1 or p <= 0:
         out = np.zeros(n + 1)
         out[n if p >= 1 else 0] = 1.0
         return out
     k = np.arange(n + 1)
-    return np.exp(gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1) + k * math.log(p) + (n - k) * math.log1p(-p))
+    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
+    return np.exp(log_factorial[n] - log_factorial - log_factorial[::-1] + k * math.log(p) + (n - k) * math.log1p(-p))
 
 
 def top_share_tail(spells: list[tuple[int, float]], n: int, draws: int = 4000, seed: int = 0) -> float | None:

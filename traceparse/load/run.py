@@ -164,7 +164,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
             work = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-", dir=_plain_temp()))
             build_store(work / "run.duckdb", summaries, issues, meta, dumps, build)
             shutil.copyfile(work / "run.duckdb", tmp)
-        publish(tmp, target)
+        publish(tmp, target, meta.get("parts"))  # the build folder the store names, as built here
         if db is None and use_cache:
             _stamp(target, key, meta.get("parts"))
         done = True

@@ -125,14 +125,14 @@ def opening(store: Path):
             os.close(fd)
 
 
-def publish(tmp: Path, store: Path):
-    """Move the store built at ``tmp`` over ``store``, then remove the build folders of ``store`` that it does not
-    name and that no load is writing and no connection reads. Loads publish one at a time (a lock beside the
-    folders): a folder is never collected while a store that names it is being put in place."""
+def publish(tmp: Path, store: Path, token: str | None):
+    """Move the store built at ``tmp`` (naming the build folder ``token``, None for none) over ``store``, then remove
+    the build folders of ``store`` that it does not name and that no load is writing and no connection reads. Loads
+    publish one at a time (a lock beside the folders): a folder is never collected while a store that names it is
+    being put in place."""
     container = folder_of(store)
     container.mkdir(exist_ok=True)
     with _publishing(container):
-        token = stored(tmp)[1]
         os.replace(tmp, store)
         current = container / f".{CURRENT}.{os.getpid()}"
         current.write_text(token or "")
