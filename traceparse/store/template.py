@@ -1,8 +1,10 @@
 """A new store starts as a copy of the store's empty schema (its tables with their comments, ``schema.ddl``, and its
-macros, ``macros.sql``), made once per schema and DuckDB version in the cache folder (``schema-<key>.store-template``). Writing
-the schema costs the same however small the run (its 318 COMMENT ON statements about 70 ms, each a change of a table
-in the catalog); copying the file costs about 1 ms. Where no copy can be had (a cache folder that cannot be written),
-the store's schema is written into it as before."""
+macros, ``macros.sql``), made once per schema and DuckDB version in the cache folder
+(``schema-<key>.store-template``). Writing the schema costs the same however small the run (its 318 COMMENT ON
+statements about 70 ms, each a change of a table in the catalog); copying the file costs about 1 ms. Where no copy
+can be had (a cache folder that cannot be written), the schema is written into the new store instead. The template
+is the user's own file, as the cache is: one changed to hold a view or macro of someone else's gives stores that
+``trust.vet`` refuses on read."""
 
 import hashlib
 import os
