@@ -27,12 +27,9 @@ def test_rules_validate_command():
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
 def test_rule_examples(rule):
-    import duckdb
+    from traceparse.store.build import macro_connection
 
-    from traceparse.store.build import sql_file
-
-    con = duckdb.connect()
-    con.execute(sql_file("macros.sql"))
+    con = macro_connection()
     for ex in rule.must_match:
         assert matches(con, rule, ex), ex
     for ex in rule.must_not_match:

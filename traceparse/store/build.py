@@ -6,12 +6,12 @@ needs tags) run from traceparse/load/build.py, which orders the whole build in o
 
 import json
 import time
-from importlib.resources import files
 
 import duckdb
 
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing, opening
+from traceparse.store.query import sql_file
 from traceparse.store.schema import SCHEMA_VERSION
 from traceparse.store.template import fresh_store, schema_sql
 from traceparse.store.trust import duckdb_config, open_store, openable
@@ -21,14 +21,10 @@ from traceparse.store.trust import duckdb_config, open_store, openable
 ATTEMPTS = 7
 
 
-def sql_file(name: str) -> str:
-    return files("traceparse.store").joinpath(name).read_text()
-
-
 def macro_connection():
     """An in-memory DuckDB connection with the store's macros (to check rules without a store)."""
     con = duckdb.connect()
-    con.execute(sql_file("macros.sql"))
+    con.execute(sql_file("traceparse.store", "macros.sql"))
     return con
 
 
@@ -111,7 +107,7 @@ def derive(con):
     """What crosses ranks in the store's derived tables: process groups, then finish.sql (comm_ops itself, per rank,
     comes from derive.sql in each rank's task: traceparse/vocabulary/per_rank.py)."""
     infer_groups(con)
-    con.execute(sql_file("finish.sql"))
+    con.execute(sql_file("traceparse.store", "finish.sql"))
 
 
 def insert_layout(con, layout: dict):

@@ -10,12 +10,12 @@ import hashlib
 import os
 import shutil
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 import duckdb
 
 from traceparse.cache_dir import cache_dir, temp_beside
+from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
 
 _MADE: dict[str, Path] = {}  # key -> a template this process made or found (its cache folder may have changed since)
@@ -24,7 +24,7 @@ _MADE: dict[str, Path] = {}  # key -> a template this process made or found (its
 @cache
 def schema_sql() -> str:
     """What a fresh store holds: the tables with their comments, then the macros."""
-    return ddl() + "\n" + files("traceparse.store").joinpath("macros.sql").read_text()
+    return ddl() + "\n" + sql_file("traceparse.store", "macros.sql")
 
 
 @cache
