@@ -14,6 +14,17 @@ for _p in (TESTS, TESTS.parent):  # `import traces`, `import fixtures` whatever 
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+
+
+def package_sources(folders=("traceparse", "analyzers"), suffixes=(".py", ".sql")):
+    """(path relative to the repository, path) of each source file under ``folders``, in order: what the tests that
+    scan the package's code read (tests/test_layers.py, test_definitions.py, test_vocabulary_modules.py)."""
+    for folder in folders:
+        for path in sorted((TESTS.parent / folder).rglob("*")):
+            if path.suffix in suffixes and "__pycache__" not in path.parts:
+                yield path.relative_to(TESTS.parent).as_posix(), path
+
+
 # Real GPU traces of other projects, never committed here: read from TRACEPARSE_PUBLIC_TRACES or
 # ../shared/traces (fixtures/public_traces.py; sources, checksums and licenses in fixtures/public_traces.toml)
 from fixtures import public_traces  # noqa: E402

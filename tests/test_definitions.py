@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import package_sources
 
 from traceparse.store.query import sql_file
 
@@ -53,13 +54,12 @@ def test_a_predicate_on_small_inputs(con, sql, want):
 def test_no_stage_spells_a_predicate_again():
     """A prefix or a completion rule that macros.sql owns appears nowhere else in the package's SQL or Python."""
     found = []
-    for folder in ("traceparse", "analyzers"):
-        for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix not in (".sql", ".py") or path.name in OWNERS or "__pycache__" in path.parts:
-                continue
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if RESPELLED.search(line) and not line.lstrip().startswith(("--", "#")):
-                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    for rel, path in package_sources():
+        if path.name in OWNERS:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if RESPELLED.search(line) and not line.lstrip().startswith(("--", "#")):
+                found.append(f"{rel}:{n}: {line.strip()}")
     assert found == []
 
 

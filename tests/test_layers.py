@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import import_graph  # noqa: E402
+from conftest import package_sources  # noqa: E402
 
 
 def test_no_cycle_and_no_upward_import():
@@ -46,15 +47,12 @@ RAW_READS = {"traceparse/job_export.py": 7}
 
 
 def test_nothing_above_the_vocabulary_reads_a_raw_table():
-    root = Path(__file__).resolve().parents[1]
     found = {}
-    for folder in ("traceparse", "analyzers"):
-        for path in sorted((root / folder).rglob("*")):
-            rel = path.relative_to(root).as_posix()
-            if path.suffix in (".py", ".sql") and "__pycache__" not in rel and not rel.startswith(BELOW):
-                n = len(RAW.findall(path.read_text()))
-                if n:
-                    found[rel] = n
+    for rel, path in package_sources():
+        if not rel.startswith(BELOW):
+            n = len(RAW.findall(path.read_text()))
+            if n:
+                found[rel] = n
     assert found == RAW_READS
 
 

@@ -5,6 +5,7 @@ a table, macro or object something defines, and the build runs each module after
 import re
 
 import pytest
+from conftest import package_sources
 
 from traceparse.store.parts import BUILD_ONLY
 from traceparse.store.query import sql_file
@@ -88,13 +89,9 @@ def test_use_makes_a_temp_object_with_the_temp_modules_it_reads(tmp_path):
 def test_readers_make_vocabulary_objects_through_use():
     """Only the build runs a vocabulary module by its file (per_rank.py, the vocabulary's __init__, modules.py); every
     other reader names the objects it reads (modules.use), so what a module reads is made first, once per connection."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
     build = {"traceparse/vocabulary/per_rank.py", "traceparse/vocabulary/__init__.py", "traceparse/vocabulary/modules.py"}
     found = []
-    for path in sorted([*root.glob("traceparse/**/*.py"), *root.glob("analyzers/*.py"), *root.glob("bench/*.py")]):
-        name = path.relative_to(root).as_posix()
+    for name, path in package_sources(("traceparse", "analyzers", "bench"), (".py",)):
         text = path.read_text()
         own = name.startswith("traceparse/vocabulary/") and "sql_file(__package__" in text
         if name not in build and ('sql_file("traceparse.vocabulary"' in text or own):
