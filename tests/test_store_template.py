@@ -6,12 +6,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import FIXTURE_RUNS
 
 from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run
 from traceparse.store import template
 
-RUN = Path(__file__).resolve().parent.parent / "fixtures" / "runs" / "ddp2"
+RUN = FIXTURE_RUNS / "ddp2"
 CATALOG = {
     "tables": "SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database()",
     "columns": "SELECT table_name, column_name, data_type, comment, column_index FROM duckdb_columns() "
