@@ -1,22 +1,20 @@
 #!/usr/bin/env python
-"""The analyze document of every bundled run, as a digest: proof that a change to how runs are loaded leaves
-every number the user reads unchanged.
+"""Every bundled run's analyze document kept in a folder, and compared field by field with documents kept from
+another tree: how a refactor shows it moved no number a user reads (the documents themselves are checked section by
+section against independent expectations by tests/test_document_tables.py).
 
 For each fixture run (``fixtures/runs/*``) and each public trace (``fixtures/public_traces.py``: read from
 ``../shared/traces``, never committed; left out when absent), the analyze document (``traceparse analyze
---no-cache --format json``) with the repository's folder written as ``<root>`` and the public traces' as
-``<traces>`` is reduced to a SHA-256 of its canonical JSON. ``tests/documents.json`` holds the recorded digests;
-``tests/test_documents.py`` computes them again and compares. ``--without KEY`` leaves a top-level section out of
-each document first: a change that adds a section checks that everything else is unchanged before writing again.
+--no-cache --format json``), with the repository's folder written as ``<root>`` and the public traces' as
+``<traces>`` (so two checkouts compare equal), as canonical JSON.
 
-  python scripts/documents.py                    # print {name: digest} for every run
-  python scripts/documents.py --write FILE       # write them (the documents themselves beside, FILE.d/; those of
-                                                 # public traces are derived from them: .gitignore keeps them out)
-  python scripts/documents.py --only ddp2 tp2    # some runs
+  git worktree add /tmp/before HEAD~1 && (cd /tmp/before && python scripts/documents.py --write /tmp/docs)
+  python scripts/documents.py --compare /tmp/docs     # each value that moved, by its path; exit 1 if any did
+  python scripts/documents.py --only ddp2 tp2 ...     # some runs
+  python scripts/documents.py --without gpu ...       # a top-level section left out first (one a change adds)
 """
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -44,19 +42,19 @@ def canonical(doc: dict) -> str:
     return text.replace(json.dumps(str(ROOT))[1:-1], "<root>")
 
 
-def digest(path: Path, without=()) -> tuple[str, str]:
+def document(path: Path, without=()) -> str:
+    """The run's analyze document as canonical text, ``without`` its top-level sections named."""
     from traceparse.document import analyze
 
     doc = analyze([path], use_cache=False)
     for key in without:
         doc.pop(key, None)
-    text = canonical(doc)
-    return hashlib.sha256(text.encode()).hexdigest(), text
+    return canonical(doc)
 
 
-def kept(name: str, file: Path) -> Path:
-    """Where ``--write FILE`` keeps the document of ``name``: ``FILE.d/<name with / as __>.json``."""
-    return file.with_name(file.name + ".d") / (name.replace("/", "__") + ".json")
+def kept(name: str, folder: Path) -> Path:
+    """Where the document of ``name`` is kept in ``folder``: ``<name with / as __>.json``."""
+    return folder / (name.replace("/", "__") + ".json")
 
 
 def differences(old, new, path="", limit=12) -> list[str]:
@@ -85,28 +83,36 @@ def differences(old, new, path="", limit=12) -> list[str]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", type=Path)
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--write", type=Path, help="keep each document in this folder")
+    what.add_argument("--compare", type=Path, help="compare each document with the one kept in this folder")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--without", nargs="*", default=(), help="top-level sections to leave out")
     args = ap.parse_args(argv)
-    found = {}
+    moved = 0
     for name, path in runs().items():
         if args.only and not any(o in name for o in args.only):
             continue
         if not path.exists():
             print(f"{name}: skipped, {public_traces.missing(name.removeprefix('public/'))}", file=sys.stderr)
             continue
-        found[name], text = digest(path, args.without)
+        text = document(path, args.without)
         if args.write:
-            keep = kept(name, args.write)
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            keep.write_text(text)
-        print(name, found[name], file=sys.stderr)
-    if args.write:
-        args.write.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-    else:
-        print(json.dumps(found, indent=1, sort_keys=True))
+            args.write.mkdir(parents=True, exist_ok=True)
+            kept(name, args.write).write_text(text)
+            print(f"{name}: kept", file=sys.stderr)
+            continue
+        before = kept(name, args.compare)
+        if not before.exists():
+            print(f"{name}: nothing kept in {args.compare}")
+            continue
+        found = differences(json.loads(before.read_text()), json.loads(text))
+        moved += bool(found)
+        print(f"{name}: " + ("unchanged" if not found else "changed" + "".join(f"\n  {m}" for m in found)))
+    if args.compare:
+        print(f"{moved} document(s) changed")
+    return 1 if moved else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

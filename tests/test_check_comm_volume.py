@@ -13,6 +13,7 @@ from pathlib import Path
 import math
 
 import pytest
+from document_tables import truth_volume
 from conftest import fast_few, public_trace, run_check
 from test_repeat_runs import windowed
 from traces import step, trace, write, x
@@ -62,19 +63,6 @@ def truth_per_op(t):
         out[key][0] += r["count"] * r["bytes_in"]
         out[key][1] += r["count"] * r["bytes_out"]
     return {k: [v[0] / t["world_size"], v[1] / t["world_size"]] for k, v in out.items()}
-
-
-def truth_volume(t, strategy):
-    """The notes' volume (docs/parallelism.md 2) per rank per step: all-reduce 2 x size, all-gather the gathered
-    size, other collectives and sends the size, receives 0; the ring's N-1 shifts scaled by N/(N-1)."""
-    total = 0
-    for r in t["comm"]:
-        if r["strategy"] != strategy:
-            continue
-        size = {"all_reduce": 2 * r["bytes_in"], "all_gather": r["bytes_out"], "recv": 0}.get(r["op"], r["bytes_in"])
-        total += r["count"] * size
-    n = t["layout"]["cp"]
-    return total / t["world_size"] * (n / (n - 1) if strategy == "cp" else 1)
 
 
 def formula(t, strategy):

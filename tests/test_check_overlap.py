@@ -7,16 +7,15 @@ record_param_comms); both recomputed with plain json and Python interval arithme
 copy of its definition for a trace HTA cannot load.
 """
 
-import gzip
 import json
 import logging
 import re
 import tomllib
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from conftest import public_trace, run_check
+from raw_trace import complete_events, gloo_rank, hidden, per_step_total, read, union
 
 from traceparse.analyzers import overlap
 from traceparse.analyzers.base import grade
@@ -24,7 +23,6 @@ from traceparse.thresholds import check_thresholds as thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "fixtures" / "runs"
-COMM_CALL = re.compile(r"^(c10d::|nccl:|_c10d_functional::|symm_mem::|record_param_comms$)")
 NCCL = re.compile(r"^(void )?(nccl|rccl)", re.IGNORECASE)
 CUSTOM = re.compile(tomllib.loads((ROOT / "rules" / "comm_kernels" / "deepep_dispatch_combine.toml").read_text())
                     ["pattern"])
@@ -44,76 +42,9 @@ def check(store):
     return get
 
 
-# ---- plain-Python interval arithmetic over the raw JSON -------------------------------------
-
 def raw_events(path):
     """Complete events with exact integer ns (timestamps parsed as decimals, as in the text)."""
-    with gzip.open(path, "rt") as f:
-        doc = json.load(f, parse_float=Decimal)
-    out = []
-    for e in doc["traceEvents"]:
-        if e.get("ph") == "X" and "dur" in e:
-            ts = int(Decimal(e["ts"]) * 1000)
-            out.append({**e, "s": ts, "e": ts + int(Decimal(e["dur"]) * 1000)})
-    return out
-
-
-def union(intervals):
-    out = []
-    for s, e in sorted(i for i in intervals if i[1] > i[0]):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
-def length(pieces):
-    return sum(e - s for s, e in pieces)
-
-
-def intersect(a, b):
-    """Pieces of the intersection of two sorted disjoint piece lists."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if e > s:
-            out.append([s, e])
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
-def gloo_rank(path):
-    """{'steps': {step: (start, end)}, 'comm': [(start, end, step)], 'compute': pieces} for one gloo rank."""
-    ev = raw_events(path)
-    steps = {int(e["name"].split("#")[1]): (e["s"], e["e"]) for e in ev if e["name"].startswith("ProfilerStep#")}
-    main = {e["tid"] for e in ev if e["name"].startswith("ProfilerStep#")}
-    assert len(main) == 1
-    main_ev = [e for e in ev if e["tid"] in main]
-    calls = [e for e in main_ev if COMM_CALL.match(e["name"])]
-    ops = [e for e in main_ev if e["cat"] == "cpu_op" and not any(c["s"] < e["e"] and e["s"] < c["e"] for c in calls)]
-    compute = union((e["s"], e["e"]) for e in ops)
-
-    def step_of(t):
-        return next((n for n, (s, e) in steps.items() if s <= t < e), None)
-
-    comm = [(e["s"], e["e"], step_of(e["s"])) for e in ev
-            if e["name"].startswith("gloo:") and step_of(e["s"]) is not None]
-    return {"steps": steps, "comm": comm, "compute": compute}
-
-
-def hidden(comm, compute):
-    pieces = union(comm)
-    return length(pieces), length(intersect(pieces, compute))
-
-
-def per_step_total(raw):
-    """(comm, hidden) of a rank: each step's communication union against compute, summed over steps."""
-    sums = [hidden([(s, e) for s, e, st in raw["comm"] if st == step], raw["compute"]) for step in raw["steps"]]
-    return sum(c for c, _ in sums), sum(h for _, h in sums)
+    return complete_events(read(path))
 
 
 # ---- fixture runs ---------------------------------------------------------------------------
@@ -124,7 +55,7 @@ def test_ddp4_per_rank_and_step(check):
     per_rank = {r["rank"]: r for r in res.numbers["per_rank"]}
     total_comm = total_hidden = 0
     for rank in range(4):
-        raw = gloo_rank(RUNS / "ddp4" / f"rank{rank}.json.gz")
+        raw = gloo_rank(raw_events(RUNS / "ddp4" / f"rank{rank}.json.gz"))
         comm, hid = per_step_total(raw)
         assert per_rank[rank]["comm_ns"] == pytest.approx(comm, abs=1000)
         assert per_rank[rank]["hidden_ns"] == pytest.approx(hid, abs=1000)
@@ -161,7 +92,7 @@ def test_per_rank(check, name):
     world = json.loads((RUNS / name / "truth.json").read_text())["world_size"]
     assert set(per_rank) == set(range(world))
     for rank in range(world):
-        raw = gloo_rank(RUNS / name / f"rank{rank}.json.gz")
+        raw = gloo_rank(raw_events(RUNS / name / f"rank{rank}.json.gz"))
         comm, hid = per_step_total(raw)
         assert per_rank[rank]["comm_ns"] == pytest.approx(comm, abs=1000)
         assert per_rank[rank]["hidden_ns"] == pytest.approx(hid, abs=1000)
