@@ -11,7 +11,21 @@ from pathlib import Path
 import pytest
 
 from traceparse.document import analyze
-from traceparse.render.charts import bubble_per_stage, charts, imbalance_heatmap, overlap_per_strategy, spec, step_split, step_timeline, volume_per_strategy
+
+
+class _Charts:
+    """traceparse.render.charts, imported when a test first draws: altair's import takes about 2 s, which every
+    worker would otherwise pay while collecting."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # what pytest asks of every name of a module while collecting
+            raise AttributeError(name)
+        import traceparse.render.charts as module
+
+        return getattr(module, name)
+
+
+ch = _Charts()
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -61,7 +75,7 @@ def marks(s) -> set:
 @pytest.mark.slow
 def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):
     t = truth("pp4_1f1b_m4")
-    s = spec(step_split(doc("pp4_1f1b_m4")))
+    s = ch.spec(ch.step_split(doc("pp4_1f1b_m4")))
     rows = rows_of(s)
     assert s["mark"]["type"] == "bar" and s["encoding"]["x"]["stack"] == "zero"
     assert {r["rank"] for r in rows} == set(range(t["world_size"]))
@@ -74,7 +88,7 @@ def test_step_split_has_each_rank_and_profiled_step_split_three_ways(doc):
 def test_bubble_chart_draws_the_1f1b_formula_and_its_replay(doc):
     lay = truth("pp4_1f1b_m4")["layout"]
     p, m = lay["pp"], lay["microbatches"]
-    s = spec(bubble_per_stage(doc("pp4_1f1b_m4")))
+    s = ch.spec(ch.bubble_per_stage(doc("pp4_1f1b_m4")))
     bars, lines = rows_of(s, "bar"), rows_of(s, "rule")
     assert sorted(r["stage"] for r in bars) == list(range(p))
     # 1F1B with equal forward and backward cost idles (p - 1) / (m + p - 1) of the step; so does its replay
@@ -88,13 +102,13 @@ def test_bubble_chart_draws_the_1f1b_formula_and_its_replay(doc):
 def test_bubble_chart_is_left_out_without_a_pipeline(doc):
     assert truth("straggler_ddp4")["layout"]["pp"] == 1
     d = doc("straggler_ddp4")
-    assert bubble_per_stage(d) is None and "bubble" not in charts(d)
+    assert ch.bubble_per_stage(d) is None and "bubble" not in ch.charts(d)
 
 
 @pytest.mark.slow  # over 2 s: the fast tier keeps its area's other tests
 def test_heat_map_outlines_the_configured_straggler(doc):
     t = truth("straggler_ddp4")
-    s = spec(imbalance_heatmap(doc("straggler_ddp4")))
+    s = ch.spec(ch.imbalance_heatmap(doc("straggler_ddp4")))
     assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (busy) (ms)", "compute floor (ms)",
                                                   "wait at collectives (ms)"]
     outlined = {(r["rank"], r["role"]) for r in rows_of(s, "rect") if "role" in r}
@@ -108,7 +122,7 @@ def test_heat_map_outlines_the_configured_straggler(doc):
 @pytest.mark.slow
 def test_heat_map_outlines_the_configured_hot_expert_rank(doc):
     t = truth("ep4")
-    s = spec(imbalance_heatmap(doc("ep4")))
+    s = ch.spec(ch.imbalance_heatmap(doc("ep4")))
     outlined = {(r["rank"], r["role"]) for r in rows_of(s, "rect") if "role" in r}
     assert outlined == {(t["imbalance"]["hot_rank"], "hot rank (most routed tokens)")}
 
@@ -117,7 +131,7 @@ def test_heat_map_outlines_the_configured_hot_expert_rank(doc):
 def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
     # send/recv are not matched across ranks: a pipeline-only run has no wait at collectives
     assert {c["op"] for c in truth("pp4_1f1b_m4")["comm"]} == {"send", "recv"}
-    s = spec(imbalance_heatmap(doc("pp4_1f1b_m4")))
+    s = ch.spec(ch.imbalance_heatmap(doc("pp4_1f1b_m4")))
     assert [p["title"] for p in s["hconcat"]] == ["step time (ms)", "compute (busy) (ms)", "compute floor (ms)"]
     assert not [r for r in rows_of(s, "rect") if "role" in r]
 
@@ -125,7 +139,7 @@ def test_heat_map_of_a_pipeline_has_no_wait_panel(doc):
 @pytest.mark.slow
 def test_overlap_chart_splits_each_configured_strategy(doc):
     strategies = {c["strategy"] for c in truth("dp2_tp2")["comm"]}
-    s = spec(overlap_per_strategy(doc("dp2_tp2")))
+    s = ch.spec(ch.overlap_per_strategy(doc("dp2_tp2")))
     assert {(r["strategy"], r["part"]) for r in rows_of(s)} >= {(st, p) for st in strategies
                                                                 for p in ("hidden", "exposed")}
 
@@ -133,7 +147,7 @@ def test_overlap_chart_splits_each_configured_strategy(doc):
 def test_volume_chart_measures_the_configured_sends(doc):
     t = truth("pp4_1f1b_m4")
     sent = sum(c["bytes_in"] * c["count"] for c in t["comm"] if c["op"] == "send")
-    s = spec(volume_per_strategy(doc("pp4_1f1b_m4")))
+    s = ch.spec(ch.volume_per_strategy(doc("pp4_1f1b_m4")))
     got = {(r["strategy"], r["kind"]): r["MB"] for r in rows_of(s)}
     assert got[("pp", "measured")] == pytest.approx(sent / t["world_size"] / 1e6)
     assert s["mark"]["type"] == "bar" and s["encoding"]["column"]["field"] == "strategy"
@@ -143,7 +157,7 @@ def test_volume_chart_measures_the_configured_sends(doc):
 def test_timeline_has_a_compute_and_a_comm_lane_per_rank(doc):
     t = truth("dp2_tp2")
     d = doc("dp2_tp2")
-    s = spec(step_timeline(d))
+    s = ch.spec(ch.step_timeline(d))
     bars = [r for r in rows_of(s, "bar") if "series" in r]
     assert {r["rank"] for r in bars} == set(range(t["world_size"]))
     assert {r["series"] for r in bars} == {"compute"} | {f"comm: {c['strategy']}" for c in t["comm"]}
@@ -159,12 +173,12 @@ def test_unknown_values_are_left_out_never_zero(doc):
     d["summary"]["per_step"][0]["compute_ns"] = None
     d["checks"]["bubble"]["per_stage"][0]["measured"] = None
     d["checks"]["comm_volume"]["per_strategy"]["pp"]["expected_volume_bytes"] = None
-    assert {r["part"] for r in rows_of(spec(overlap_per_strategy(d)))} == {"exposed"}
+    assert {r["part"] for r in rows_of(ch.spec(ch.overlap_per_strategy(d)))} == {"exposed"}
     first = d["summary"]["per_step"][0]
-    split = [r for r in rows_of(spec(step_split(d))) if (r["rank"], r["step"]) == (first["rank"], first["step"])]
+    split = [r for r in rows_of(ch.spec(ch.step_split(d))) if (r["rank"], r["step"]) == (first["rank"], first["step"])]
     assert {r["part"] for r in split} == {"exposed communication", "idle"}
-    assert 0 not in [r["stage"] for r in rows_of(spec(bubble_per_stage(d)), "bar")]
-    assert {r["kind"] for r in rows_of(spec(volume_per_strategy(d)))} == {"measured"}
+    assert 0 not in [r["stage"] for r in rows_of(ch.spec(ch.bubble_per_stage(d)), "bar")]
+    assert {r["kind"] for r in rows_of(ch.spec(ch.volume_per_strategy(d)))} == {"measured"}
 
 
 def test_a_chart_without_data_is_left_out(doc):
@@ -172,6 +186,6 @@ def test_a_chart_without_data_is_left_out(doc):
     d["checks"]["overlap"]["per_strategy"] = {"pp": {"hidden_ns": None, "exposed_ns": None}}
     d["timeline"]["rows"] = []
     d["checks"]["bubble"]["per_stage"] = []
-    assert list(charts(d)) == ["step-split", "critical-path", "imbalance", "volume"]
+    assert list(ch.charts(d)) == ["step-split", "critical-path", "imbalance", "volume"]
     d["critical_path"] = {"status": "not_applicable", "reason": "no step every rank has a window for", "steps": []}
-    assert list(charts(d)) == ["step-split", "imbalance", "volume"]
+    assert list(ch.charts(d)) == ["step-split", "imbalance", "volume"]

@@ -2,6 +2,7 @@
 one, and ended after it): the same analyze document as the local pool, also when a worker is killed mid-parse
 (Ray runs the task again), and bad input is bad input as before. Its failure modes: tests/test_ray_hardening.py."""
 
+import importlib.util
 import json
 import os
 import secrets
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'traceparse[ray]')")
+if importlib.util.find_spec("ray") is None:  # found, not imported: its import takes a second or more
+    pytest.skip("the ray extra is not installed (pip install 'traceparse[ray]')", allow_module_level=True)
 import psutil  # noqa: E402 -- a dependency of Ray
 from conftest import public_trace  # noqa: E402
 

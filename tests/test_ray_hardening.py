@@ -5,6 +5,7 @@ start`` left, and nothing of it stays behind (its folder, a token in ~/.ray, its
 killed mid-way (the next load removes its folder)."""
 
 import http.server
+import importlib.util
 import os
 import shutil
 import signal
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'traceparse[ray]')")
+if importlib.util.find_spec("ray") is None:  # found, not imported: its import takes a second or more
+    pytest.skip("the ray extra is not installed (pip install 'traceparse[ray]')", allow_module_level=True)
 import psutil  # noqa: E402 -- a dependency of Ray
 from test_ray_engine import end_processes  # noqa: E402
 

@@ -16,7 +16,13 @@ from conftest import public_trace
 
 from traceparse.cli import main
 from traceparse.document import analyze
-from traceparse.render.charts import charts
+
+
+def charts(doc):
+    """The page's charts (imported here, not at collection: altair's import takes about 2 s)."""
+    from traceparse.render.charts import charts as made
+
+    return made(doc)
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ import os
 
 from traceparse.units import ms
 from traceparse.status import SEVERITY
-from traceparse.render.charts import charts, spec
 from traceparse.render.gpu import gpu_html
 from traceparse.render.page import render_page, text
 from traceparse.render.text import cost_unit, render, sections_flagged, shown_causes
@@ -104,6 +103,8 @@ def rank_files(doc) -> str:
 
 
 def render_html(doc: dict) -> str:
+    from traceparse.render.charts import charts, spec  # altair: imported by the page that draws, not by its findings
+
     made = charts(doc)
     title = f"traceparse post-mortem: {run_title(doc)}"
     body = "".join([
