@@ -8,7 +8,7 @@ import gzip
 import json
 
 import pytest
-from conftest import committed_runs, public_trace, run_check
+from conftest import committed_runs, fast_few, public_trace, run_check
 
 from traceparse.analyzers import memory
 from traceparse.analyzers.context import Context
@@ -38,7 +38,7 @@ def zero_table(t):
 
 
 @pytest.mark.parametrize("stated", [False, True], ids=["inferred", "stated"])
-@pytest.mark.parametrize("name", ZERO_RUNS)
+@pytest.mark.parametrize("name", fast_few(ZERO_RUNS))
 def test_zero_table(name, stated, check):
     t = truth(name)
     st = {"params": t["model"]["params"], "dtype_bytes": t["model"]["dtype_bytes"], "n_opt": t["optimizer"]["n_opt"],
@@ -69,7 +69,7 @@ def test_optimizer_from_the_annotation(check):
     assert x["n_opt"]["value"] == truth("zero1_dp4")["optimizer"]["n_opt"]
 
 
-@pytest.mark.parametrize("run", ["pp4_gpipe_m4", "pp4_1f1b_m4", "pp4_interleaved_m4", "pp4_1f1b_heavy_m4"])
+@pytest.mark.parametrize("run", fast_few(["pp4_gpipe_m4", "pp4_1f1b_m4", "pp4_interleaved_m4", "pp4_1f1b_heavy_m4"]))
 def test_pipeline_stage_parameters_leave_out_the_received_activation(check, run):
     """A stage's input activation is a leaf that requires grad; its AccumulateGrad is not a parameter."""
     t = truth(run)

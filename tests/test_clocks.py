@@ -103,6 +103,7 @@ def test_a_moved_host_is_found_and_every_verdict_kept(run, ranks, shift, hosts, 
     assert not same(uncorrected, base)  # as written, the offset changes some verdict
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_hosts_that_share_a_clock_move_nothing(tmp_path):
     """Renamed hosts with times as they were: the bounds hold 0, nothing moves, the document is the run's."""
     doc = analyzed(moved_copy("dp2_tp2", {1, 3}, 0, tmp_path / "renamed"))

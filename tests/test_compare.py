@@ -402,6 +402,7 @@ def test_a_bubble_grown_by_what_the_replay_prices_is_not_gated():
         load_thresholds(["bubble.unpriced=0.01"])
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_fewer_microbatches_grow_the_schedules_bubble(db):
     """quiet_pp2_gpipe m8 -> m4 (one change of configuration): GPipe's bubble (pp-1)/(m+pp-1) grows from 1/9 to
     1/5; it is the schedule's (the unpriced part grows past the threshold too), so compare gates it."""

@@ -81,6 +81,7 @@ def test_an_export_is_one_process_per_rank_with_the_analysis_beside(tmp_path):
     assert not again["applied"]
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_gpu_streams_are_threads_of_their_rank(tmp_path):
     job = exported(public_trace("hta/nccl_parser_config/nccl_data.json.gz"), tmp_path)
     events = json.loads(job.read_text())["traceEvents"]
@@ -88,6 +89,7 @@ def test_gpu_streams_are_threads_of_their_rank(tmp_path):
     assert kernels and all(e["tid"] == STREAM_TID + e["args"]["stream"] for e in kernels)
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_ranks_and_steps_select(tmp_path):
     job = exported(RUNS / "dp2_tp2", tmp_path, "--ranks", "0-1", "--steps", "3")
     doc = traceparse.analyze([job], use_cache=False)
@@ -95,9 +97,9 @@ def test_ranks_and_steps_select(tmp_path):
     assert any("missing ranks: 2, 3" in i["what"] for i in doc["load_issues"])
 
 
-@pytest.mark.parametrize("options,says", [
-    (("--steps", "9"), "no profiled step 9 in the run (its steps: 2, 3)"),
-    (("--ranks", "7"), "no rank to export"),
+@pytest.mark.parametrize("options,says", [  # the two that load the run are slow: the fast tier keeps the third
+    pytest.param(("--steps", "9"), "no profiled step 9 in the run (its steps: 2, 3)", marks=pytest.mark.slow),
+    pytest.param(("--ranks", "7"), "no rank to export", marks=pytest.mark.slow),
     (("--ranks", "x"), "numbers and ranges"),
 ])
 def test_a_selection_of_nothing_is_one_line(options, says, tmp_path):

@@ -264,6 +264,7 @@ def nan_history(folder: Path, good_history: bytes) -> Path:
     return hist
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_a_nan_metric_is_drawn_as_missing(tmp_path, good_history):
     hist, page = nan_history(tmp_path, good_history), tmp_path / "d.html"
     r = run_cli("dashboard", hist, "-o", page)

@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 from conftest import FIXTURE_RUNS, public_trace
 
 from traceparse.document import analyze
@@ -52,6 +53,7 @@ def test_a_gpu_trace_in_the_old_spelling_keeps_its_gpu(tmp_path):
     same_analysis(analyze([src], use_cache=False), old, renamed)
 
 
+@pytest.mark.slow  # over 1.5 s: the fast tier keeps its area's other tests
 def test_a_multi_rank_run_in_the_old_spelling(tmp_path):
     run = FIXTURE_RUNS / "ddp2"
     renamed = sum(old_spelling(f, tmp_path / f.name.removesuffix(".gz")) for f in sorted(run.glob("rank*.json.gz")))

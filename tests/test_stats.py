@@ -43,6 +43,7 @@ def test_students_t_tail_against_scipy():
         assert stats._t_sf(t, 1e8) == pytest.approx(float(stdtr(1e8, -t)), rel=1e-6, abs=1e-8)
 
 
+@pytest.mark.slow  # importing scipy.stats takes about 2 s: the fast tier keeps the hand-worked values
 def test_binomial_against_scipy():
     from scipy.stats import binom
 

@@ -33,7 +33,8 @@ def median_step(paths) -> int:
 CASES = [sorted((RUNS / "pp4_1f1b_m4").glob("rank*.json.gz")), sorted((RUNS / "dp2_tp2").glob("rank*.json.gz"))]
 
 
-@pytest.mark.parametrize("paths", CASES, ids=["pp4_1f1b_m4", "dp2_tp2"])
+@pytest.mark.parametrize("paths", [pytest.param(CASES[0], id="pp4_1f1b_m4", marks=pytest.mark.slow),  # the fast
+                                   pytest.param(CASES[1], id="dp2_tp2")])  # tier keeps one
 def test_bars_are_the_vocabulary_intervals_of_the_median_step(store, paths):
     con = store(*paths)
     t = timeline(con)
