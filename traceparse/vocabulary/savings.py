@@ -105,7 +105,7 @@ def rank_excess(graph, rank: int, peers: list[int], floor: dict | None = None) -
     def scale(r, lane_key, name, *_):
         return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
 
-    return {**_saved(graph, graph.replay(scale)), "kind": max(excess, key=excess.get),
+    return {**_saved(graph, graph.replay(scale, lanes=graph.lanes_of({rank}))), "kind": max(excess, key=excess.get),
             "excess_ns": sum(excess.values())}
 
 
@@ -233,7 +233,7 @@ def stage_cost(graphs: list, ranks, factor: float) -> dict:
     def scale(r, _lane_key, name, *_):
         return factor if r in ranks and name is not None else 1.0
 
-    return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lanes=g.lanes_of(ranks))))
 
 
 def pipeline_cost(graphs: list, heavy=(), factor: float = 1.0) -> dict:
@@ -243,7 +243,8 @@ def pipeline_cost(graphs: list, heavy=(), factor: float = 1.0) -> dict:
     def scale(r, _lane_key, name, *_):
         return factor if r in heavy and name is not None else 1.0
 
-    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lambda d: 0.0 if d["strategy"] == "pp" else 1.0)))
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lambda d: 0.0 if d["strategy"] == "pp" else 1.0,
+                                                            g.lanes_of(heavy))))
 
 
 def host_wait_cost(graphs: list, waits: dict) -> dict:
@@ -256,7 +257,7 @@ def host_wait_cost(graphs: list, waits: dict) -> dict:
         got = waits.get((r, lane_key[1])) if lane_key[0] == "cpu" and e > s else None
         return 1.0 - _overlap(got, starts[(r, lane_key[1])], s, e) / (e - s) if got else 1.0
 
-    return over_steps(graphs, lambda g: _saved(g, g.replay(scale)))
+    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lanes={(r, "cpu", t) for r, t in waits})))
 
 
 def _overlap(intervals: list, starts: list, s: int, e: int) -> int:

@@ -47,6 +47,7 @@ class Lane:
     # call a stretch of work is in, a GPU activity
     fixed_before: int = 0  # points at or before this time are not replayed (before the window)
     out: list = field(default_factory=list)  # replayed times
+    scaled: bool = False  # whether the replay under way asks its scale for this lane's work
 
 
 class StepGraph:
@@ -69,6 +70,10 @@ class StepGraph:
     def end_rank(self) -> int:
         """The rank whose window ended last (the lowest of those that tie)."""
         return max(self.windows, key=lambda r: (self.windows[r][1], -r))
+
+    def lanes_of(self, ranks) -> set:
+        """The keys of the lanes (CPU threads and GPU streams) of ``ranks``."""
+        return {key for key in self.lanes if key[0] in ranks}
 
     def start_ns(self) -> int:
         """The step's start: the start of the window of the rank that ended last (as its critical path's)."""
@@ -235,28 +240,30 @@ class StepGraph:
 
     # --- replaying ------------------------------------------------------------------------------------------------
 
-    def replay(self, scale=None, transfer=None) -> dict:
+    def replay(self, scale=None, transfer=None, lanes=None) -> dict:
         """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name, start, end)``
         (the stretch's measured bounds) and each
         communication operation's transfer (from its release to its completion) by ``transfer(operation)`` (its
-        ``cp_completions`` row; None: measured). Returns ``{"end_ns": the step's replayed end, "ranks": {rank:
-        replayed window end}}``."""
+        ``cp_completions`` row; None: measured). ``lanes``: the lanes ``scale`` can change (keys of ``self.lanes``:
+        ``lanes_of``), whose work alone it is asked for; the others' is as measured, as ``scale`` would have them (None:
+        every lane). Returns ``{"end_ns": the step's replayed end, "ranks": {rank: replayed window end}}``."""
         self.scale, self.transfer = scale, transfer
         self.memo_comm = {}
-        for lane in self.lanes.values():
+        for key, lane in self.lanes.items():
             lane.out = [None] * len(lane.times)
+            lane.scaled = scale is not None and (lanes is None or key in lanes)
         if self.order is None:
             self.order = self._by_time()
-        compute, scale, lanes = self._compute, self.scale, list(self.lanes.values())
+        compute, order = self._compute, list(self.lanes.values())
         for n, k in zip(*(a.tolist() for a in self.order), strict=True):  # by measured time: what a point needs is
-            ln = lanes[n]  # almost always replayed before it; what is not yet, _at replays first (_value)
+            ln = order[n]  # almost always replayed before it; what is not yet, _at replays first (_value)
             out = ln.out
             if out[k] is not None:
                 continue
             if k and ln.kinds[k] == WORK and ln.times[k] > ln.fixed_before:  # _work, inline: most points
                 t, prev_t = ln.times[k], ln.times[k - 1]
-                out[k] = out[k - 1] + ((t - prev_t) if scale is None else
-                                       round((t - prev_t) * scale(ln.rank, ln.key, ln.names[k], prev_t, t)))
+                out[k] = out[k - 1] + (round((t - prev_t) * scale(ln.rank, ln.key, ln.names[k], prev_t, t))
+                                       if ln.scaled else t - prev_t)
             else:
                 out[k] = compute(ln, k)
         ranks = {}
@@ -413,7 +420,7 @@ class StepGraph:
         """Point i of ``ln`` ends a stretch of work (or of time in no op): the point before it, then the stretch's
         measured length, scaled."""
         t, prev_t = ln.times[i], ln.times[i - 1]
-        if self.scale is None:
+        if not ln.scaled:
             return ln.out[i - 1] + (t - prev_t)
         return ln.out[i - 1] + round((t - prev_t) * self.scale(ln.rank, ln.key, ln.names[i], prev_t, t))
 
@@ -426,7 +433,7 @@ class StepGraph:
         base = lane.out[j]
         if base is None:
             base = self._value(lane, j)
-        if self.scale is not None and j + 1 < len(times) and lane.kinds[j + 1] == WORK:
+        if lane.scaled and j + 1 < len(times) and lane.kinds[j + 1] == WORK:
             f = self.scale(lane.rank, lane.key, lane.names[j + 1], times[j], times[j + 1])
             return base + round((t - times[j]) * f)
         return base + (t - times[j])
