@@ -71,6 +71,26 @@ def test_a_slow_ranks_extra_work_costs_the_step_what_the_others_waited(two_ranks
     assert rank_excess(g, 0, []) is None
 
 
+def test_a_replay_asks_its_scale_only_for_the_lanes_named_and_replays_the_others_as_measured(two_ranks):
+    """``replay(lanes=...)``: rank 1's work halved on its lanes alone gives every point the replay of the same scale
+    over every lane gives (the scale is 1 elsewhere), and the scale is never asked for rank 0's work."""
+    (g,) = step_graphs(two_ranks)
+    asked = set()
+
+    def half_of_rank_1(r, *_):
+        asked.add(r)
+        return 0.5 if r == 1 else 1.0
+
+    def points():
+        return {(lane.rank, lane.key, k): v for lane in g.lanes.values() for k, v in enumerate(lane.out)}
+
+    whole = g.replay(half_of_rank_1)
+    every = points()
+    asked.clear()
+    assert g.replay(half_of_rank_1, lanes=g.lanes_of({1})) == whole and points() == every
+    assert asked == {1} and whole["end_ns"] < g.end_ns()
+
+
 def async_events(extra: bool) -> list:
     """One step of a gloo rank whose all-reduce is asynchronous (DDP's last bucket): the call returns at once, the
     main thread then blocks with no op recorded until the last rank has arrived and the data came back (TRANSFER_US
