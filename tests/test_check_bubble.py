@@ -4,14 +4,13 @@ Expected values come from truth.json's layout and the formula of docs/parallelis
 orders are built here, and the measured bubble is recomputed from the raw trace with plain json.
 """
 
-import gzip
 import json
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from conftest import committed_runs, public_trace, run_check
+from raw_trace import length, ns, read, union
 
 from traceparse.analyzers import bubble
 from traceparse.analyzers.base import INLINE_P2P
@@ -104,22 +103,12 @@ def test_reconstructed_order_is_the_textbook_one(name, build, check):
 def _bubble_from_raw(path: Path) -> float:
     """1 - compute/step per rank and step, mean; compute = main-thread cpu_ops minus communication calls."""
 
-    def ns(x):
-        return int(Decimal(str(x)) * 1000)
-
-    def union(iv):
-        total, end = 0, None
-        for s, e in sorted(iv):
-            if end is None or s > end:
-                total, end = total + e - s, e
-            elif e > end:
-                total, end = total + e - end, e
-        return total
+    def covered(iv):
+        return length(union(iv))
 
     fractions = []
     for f in sorted(path.glob("rank*.json.gz")):
-        with gzip.open(f) as fh:
-            events = json.loads(fh.read(), parse_float=Decimal)["traceEvents"]
+        events = read(f)["traceEvents"]
         steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
         main = steps[0]["tid"]
         ops = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in events
@@ -127,7 +116,7 @@ def _bubble_from_raw(path: Path) -> float:
         for st in steps:
             lo, hi = ns(st["ts"]), ns(st["ts"]) + ns(st["dur"])
             clip = [(max(s, lo), min(e, hi), n) for s, e, n in ops if s < hi and e > lo]
-            busy = union([(s, e) for s, e, _ in clip]) - union([(s, e) for s, e, n in clip if n.startswith(COMM_PREFIXES)])
+            busy = covered([(s, e) for s, e, _ in clip]) - covered([(s, e) for s, e, n in clip if n.startswith(COMM_PREFIXES)])
             fractions.append(1 - busy / (hi - lo))
     return sum(fractions) / len(fractions)
 

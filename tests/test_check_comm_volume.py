@@ -13,8 +13,8 @@ from pathlib import Path
 import math
 
 import pytest
-from document_tables import truth_volume
 from conftest import fast_few, public_trace, run_check
+from document_tables import truth_volume
 from test_repeat_runs import windowed
 from traces import step, trace, write, x
 

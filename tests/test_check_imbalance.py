@@ -7,11 +7,11 @@ from the raw trace JSON, or from events written here by hand.
 
 import gzip
 import json
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from conftest import public_trace, run_check
+from raw_trace import ns, read
 from test_repeat_runs import windowed
 
 from traceparse.analyzers import imbalance
@@ -129,12 +129,7 @@ def test_json_section_shape(check):
 
 def gpu_compute_per_step(path):
     """Mean per CPU ProfilerStep of the union of the non-NCCL kernels its CPU calls launched (plain json)."""
-    with gzip.open(path) as fh:
-        doc = json.load(fh, parse_float=Decimal)  # microseconds, exactly as written
-    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-
-    def ns(us):
-        return int(us * 1000)
+    events = [e for e in read(path)["traceEvents"] if e.get("ph") == "X"]  # microseconds, exactly as written
 
     steps = [(ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in events
              if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]

@@ -9,15 +9,13 @@ issue left when there is none.
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 from collections import Counter
-from decimal import Decimal
 from functools import lru_cache
 
 import pytest
 from conftest import public_trace
+from raw_trace import ns, read
 from traces import load, rows, scalar, step, trace, write, x
 
 CONTROL = "hta/trace_diff/control/control.json.gz"
@@ -35,13 +33,7 @@ OUTPUT_IS_INPUT = {"all_reduce"}
 
 @lru_cache(maxsize=None)
 def raw_events(rel):
-    with gzip.open(public_trace(rel), "rt", encoding="utf-8") as f:
-        doc = json.load(f, parse_float=Decimal)
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-
-
-def ns(v):
-    return int(Decimal(str(v)) * 1000)
+    return [e for e in read(public_trace(rel))["traceEvents"] if e.get("ph") == "X"]
 
 
 def numel(shape):
