@@ -1,6 +1,7 @@
 """A new store starts as a copy of the schema's template (traceparse/store/template.py): the same tables, columns,
 comments and macros as a store whose schema is written statement by statement; written instead where the cache
-folder cannot hold a template; a template that is not traceparse's schema gives a store that is refused on read."""
+folder cannot hold a template; a template that is not traceparse's schema is made again; a store this process built
+is read without being vetted again, unless it changed since."""
 
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from conftest import FIXTURE_RUNS
 
 from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run
-from traceparse.store import template
+from traceparse.store import template, trust
 
 RUN = FIXTURE_RUNS / "ddp2"
 CATALOG = {
@@ -67,7 +68,7 @@ def test_a_cache_folder_that_cannot_hold_a_template_gets_the_schema_written(tmp_
     assert set(catalog(_written(tmp_path))["columns"]) <= set(catalog(store)["columns"])  # (tagging adds its own)
 
 
-def test_a_template_that_is_not_the_schema_gives_a_store_refused_on_read(tmp_path, monkeypatch):
+def test_a_template_that_is_not_the_schema_is_made_again(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRACEPARSE_CACHE", str(cache))
     assert template.fresh_store(tmp_path / "first.duckdb")  # the template made
@@ -76,9 +77,30 @@ def test_a_template_that_is_not_the_schema_gives_a_store_refused_on_read(tmp_pat
     con.execute("CREATE VIEW planted AS SELECT 1 AS x")
     con.close()
     monkeypatch.setattr(template, "_MADE", {})
+    monkeypatch.setattr(trust, "_VETTED", set())  # as a process that never saw it
+    store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
+    assert "planted" not in {v for (v,) in duckdb.connect(str(made), read_only=True).execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}  # made again
+    monkeypatch.setattr(trust, "_VETTED", set())  # read as another process reads it: vetted
+    con = connect(store)
+    try:
+        assert con.execute("SELECT count(*) FROM comm_ops").fetchone()[0] > 0
+    finally:
+        con.close()
+
+
+def test_a_store_built_here_is_not_vetted_again_but_one_changed_since_is(tmp_path, monkeypatch):
+    store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
+    read, real = [], trust._catalogs
+    monkeypatch.setattr(trust, "_catalogs", lambda con, dbs: read.append(dbs) or real(con, dbs))
+    connect(store).close()
+    assert read == []  # built and put in place by this process
+    con = duckdb.connect(str(store))  # someone else's view, written into it since
+    con.execute("CREATE VIEW planted AS SELECT 1 AS x")
+    con.close()
     with pytest.raises(TraceError, match="planted"):
-        store, _ = load_run([RUN], db=tmp_path / "s.duckdb")
         connect(store).close()
+    assert read
 
 
 def _written(tmp_path) -> Path:

@@ -298,12 +298,17 @@ def open_run(paths, db=None, use_cache=True, allow_mixed=False, progress=None, f
 def connect(path, full_access=False):
     """Read-only connection to an existing store (its SQL macros are stored in it), checked and confined to it
     (``traceparse.store.trust``: a store is untrusted input); ``full_access``: for ``traceparse sql``'s own query."""
+    import duckdb
+
     from traceparse.store.build import connect_with_limits
     from traceparse.store.trust import NOT_A_STORE
 
-    if not Path(path).is_file() or _stored_key(Path(path)) is None:
+    if not Path(path).is_file():
         raise TraceError(path, NOT_A_STORE)
-    return connect_with_limits(path, read_only=True, full_access=full_access)
+    try:
+        return connect_with_limits(path, read_only=True, full_access=full_access)
+    except duckdb.Error:  # not a DuckDB file, or a damaged one
+        raise TraceError(path, NOT_A_STORE) from None
 
 
 BATCH_BYTES = 8 << 20
@@ -609,6 +614,3 @@ def _parts_there(db: Path, token: str | None) -> bool:
     """Whether the build folder ``token`` the store names is there (or it names none)."""
     return token is None or (folder_of(db) / token / LOCK).is_file()
 
-
-def _stored_key(db: Path):
-    return stored(db)[0]

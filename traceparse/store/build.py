@@ -6,15 +6,17 @@ needs tags) run from traceparse/load/build.py, which orders the whole build in o
 
 import json
 import time
+from pathlib import Path
 
 import duckdb
 
+from traceparse.errors import TraceError
 from traceparse.store.groups import infer_groups
 from traceparse.store.parts import Gone, attach, attach_views, copy_vocabulary, missing, opening
 from traceparse.store.query import sql_file
 from traceparse.store.schema import SCHEMA_VERSION
-from traceparse.store.template import fresh_store, schema_sql
-from traceparse.store.trust import duckdb_config, open_store, openable
+from traceparse.store.template import discard, fresh_store, schema_sql
+from traceparse.store.trust import duckdb_config, open_store, openable, vet, vetted, vouch
 
 # connections to a store whose build folder went while connecting (parts.Gone: a store whose folders have no
 # publish lock, parts.opening) before it is said to be missing, the n-th after 0.05 x 2^n s
@@ -58,8 +60,6 @@ def connect_with_limits(db_path, read_only=False, full_access=False):
 
 
 def _connect(db_path, read_only):
-    from traceparse.errors import TraceError
-
     config = duckdb_config()
     try:
         return duckdb.connect(str(openable(db_path)), read_only=read_only, config=config)
@@ -71,13 +71,26 @@ def _connect(db_path, read_only):
 
 def create_store(db_path):
     """A connection to a fresh store at ``db_path`` holding the store's schema and macros (a copy of their template,
-    store/template.py, else written; settings of duckdb_config)."""
-    copied = fresh_store(db_path)
-    con = connect_with_limits(db_path)
-    if not copied:
-        con.execute(schema_sql())
-    con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
-    return con
+    store/template.py, else written; settings of duckdb_config). The first copy of a template in this process is
+    vetted as a store is (``trust.vet``): a template refused is removed and made again."""
+    for attempt in range(2):
+        copied = fresh_store(db_path)
+        con = connect_with_limits(db_path)
+        if copied is None:
+            con.execute(schema_sql())
+        elif not vetted(copied):
+            try:
+                vet(con, db_path)
+            except TraceError:
+                if attempt:
+                    raise
+                con.close()
+                Path(db_path).unlink()
+                discard()
+                continue
+            vouch(None, copied)
+        con.execute("SET preserve_insertion_order = false")  # rows carry their own order (ev_id)
+        return con
 
 
 def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
@@ -129,6 +142,8 @@ def _insert_dumps(con, dumps):
                                      for d in dumps for e in d["entries"]])
     _insert_rows(con, "fr_inflight", [(d["rank"], *(d["inflight"][c] for c in INFLIGHT_COLUMNS))
                                       for d in dumps if d.get("inflight")])
+    if not dumps:
+        return
     # groups the rank's own pg_config leaves out (gloo lists none but the default group, and that one only when it
     # is the only group): the group is its name with its ranks, never its ranks alone (two groups may have the same)
     con.execute("""

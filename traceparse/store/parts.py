@@ -37,7 +37,7 @@ from pathlib import Path
 
 from traceparse.errors import TraceError, shown
 from traceparse.store.schema import TABLES, VOCABULARY
-from traceparse.store.trust import literal_path
+from traceparse.store.trust import literal_path, vouch
 
 VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory", "gpu_activity")
 COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times")
@@ -129,11 +129,12 @@ def publish(tmp: Path, store: Path, token: str | None):
     """Move the store built at ``tmp`` (naming the build folder ``token``, None for none) over ``store``, then remove
     the build folders of ``store`` that it does not name and that no load is writing and no connection reads. Loads
     publish one at a time (a lock beside the folders): a folder is never collected while a store that names it is
-    being put in place."""
+    being put in place. The store, built here, is not vetted again when this process reads it (``trust.vouch``)."""
     container = folder_of(store)
     container.mkdir(exist_ok=True)
     with _publishing(container):
         os.replace(tmp, store)
+        vouch(store)
         current = container / f".{CURRENT}.{os.getpid()}"
         current.write_text(token or "")
         os.replace(current, container / CURRENT)

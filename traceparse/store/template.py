@@ -3,8 +3,10 @@ macros, ``macros.sql``), made once per schema and DuckDB version in the cache fo
 (``schema-<key>.store-template``). Writing the schema costs the same however small the run (its 318 COMMENT ON
 statements about 70 ms, each a change of a table in the catalog); copying the file costs about 1 ms. Where no copy
 can be had (a cache folder that cannot be written), the schema is written into the new store instead. The template
-is the user's own file, as the cache is: one changed to hold a view or macro of someone else's gives stores that
-``trust.vet`` refuses on read."""
+is the user's own file, as the cache is, so it is vetted as a store is (``trust.vet``), once per process and template,
+on the first store copied from it (``store.build.create_store``): one changed to hold a view or macro of someone
+else's is removed and made again. The stores this process builds from a vetted template are not vetted again on
+read (``trust.vouch``)."""
 
 import hashlib
 import os
@@ -17,6 +19,7 @@ import duckdb
 from traceparse.cache_dir import cache_dir, temp_beside
 from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
+from traceparse.store.trust import file_identity, vouch
 
 _MADE: dict[str, Path] = {}  # key -> a template this process made or found (its cache folder may have changed since)
 
@@ -32,24 +35,40 @@ def _key() -> str:
     return hashlib.sha256(f"{duckdb.__version__}\n{schema_sql()}".encode()).hexdigest()[:16]
 
 
-def fresh_store(db_path) -> bool:
-    """Make ``db_path`` (which must not exist: created exclusively, no link followed) a copy of the template; False
-    where no template can be had, the file then not made (the caller writes ``schema_sql``)."""
+def fresh_store(db_path) -> tuple | None:
+    """Make ``db_path`` (which must not exist: created exclusively, no link followed) a copy of the template; return
+    the template's identity as copied (``trust.file_identity``). None where no template can be had or it changed while
+    it was copied, the file then not made (the caller writes ``schema_sql``)."""
     template = _template()
     if template is None:
-        return False
+        return None
     try:
+        before = file_identity(template)
         with open(template, "rb") as src, open(db_path, "xb") as dst:
             shutil.copyfileobj(src, dst)
-        return True
+        if before is not None and before == file_identity(template):
+            return before
+        Path(db_path).unlink()
+        return None
     except FileExistsError:
-        return False
+        return None
     except OSError:
         Path(db_path).unlink(missing_ok=True)
-        return False
+        return None
     except BaseException:  # an interrupt: no half-copied store left
         Path(db_path).unlink(missing_ok=True)
         raise
+
+
+def discard():
+    """Remove the template (a copy of it was refused: it holds what the schema does not); the next store makes it
+    again."""
+    path = _MADE.pop(_key(), None) or cache_dir() / f"schema-{_key()}.store-template"
+    try:
+        if not path.is_symlink():
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _template() -> Path | None:
@@ -70,6 +89,7 @@ def _template() -> Path | None:
         finally:
             con.close()
         os.replace(temp, path)
+        vouch(path)  # made here, from the schema
     except (OSError, duckdb.IOException):  # a cache folder that cannot be written: the schema is written instead
         _remove(temp)
         return None

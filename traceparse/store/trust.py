@@ -8,6 +8,10 @@ names is a folder of its own ``<store>.ranks`` (``parts.build_folder``). Then (`
 is limited to that folder and the store's spill folder (``<store>.tmp``), community extensions are off and the
 configuration is locked: whatever the store holds, a query on it reads no other file and writes none elsewhere.
 
+A file vetted once is not vetted again in the same process while it is unchanged (``file_identity``). A store this
+process built and put in place is counted as vetted (``vouch``): it is a copy of the schema's template, whose catalog
+the build vetted (once per process and template: ``store.build.create_store``), plus what traceparse's own SQL made.
+
 ``traceparse sql`` runs the user's own query: its connection (``full_access``) is checked the same way, then keeps
 DuckDB's full access (files, extensions) for that query.
 """
@@ -162,9 +166,9 @@ def has_meta(con) -> bool:
 def vet(con, store):
     """Refuse (``TraceError``) a store holding a view, a macro or a column expression that traceparse's schema does
     not define: each would run a query of its maker's on read. Reads the catalog only, nothing of the store's. A
-    file this process has vetted and that is unchanged since (``_identity``: the same file, size and times) is
+    file this process has vetted and that is unchanged since (``file_identity``: the same file, size and times) is
     not read again."""
-    identity = _identity(store)
+    identity = file_identity(store)
     if identity is not None and identity in _VETTED:
         return
     database = con.execute("SELECT current_database()").fetchone()[0]
@@ -186,7 +190,7 @@ def vet(con, store):
         kind, name, _ = foreign[0]
         raise TraceError(store, f"holds a {kind} {name} that is not traceparse's (a store is read as data only, "
                          "never as code); refused: load the traces again into a store of your own")
-    if identity is not None and identity == _identity(store):  # not changed while it was read
+    if identity is not None and identity == file_identity(store):  # not changed while it was read
         _VETTED.add(identity)
 
 
@@ -194,7 +198,20 @@ _OWN: dict[str, frozenset] = {}
 _VETTED: set[tuple] = set()
 
 
-def _identity(store) -> tuple | None:
+def vouch(path, identity: tuple | None = None):
+    """Count the file ``path`` (its ``identity`` then, else now) as vetted in this process: a store it has just
+    built and put in place, or the template whose copy it vetted."""
+    identity = identity if identity is not None else file_identity(path)
+    if identity is not None:
+        _VETTED.add(identity)
+
+
+def vetted(identity: tuple | None) -> bool:
+    """Whether the file of ``identity`` (``file_identity``) was vetted in this process and is unchanged since."""
+    return identity is not None and identity in _VETTED
+
+
+def file_identity(store) -> tuple | None:
     """(device, inode, size, modification and change times in ns) of the file ``store``, by its real path; a
     change of its content changes the change time, which no user can set. None when it cannot be read."""
     try:
