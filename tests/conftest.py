@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,24 @@ def isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("COLUMNS", "10000")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     return {"cache": cache, "tmp": tmp}
+
+
+@contextmanager
+def parquet_parts():
+    """Loads within write the ranks' tables as Parquet in the store's per-rank folder, as a run larger than one row
+    group does, however small the run (``load.run.in_store``): for tests of that folder."""
+    from traceparse.load import run
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(run, "in_store", lambda _parsed: False)
+        yield
+
+
+@pytest.fixture
+def per_rank_parquet():
+    """``parquet_parts`` for the whole test."""
+    with parquet_parts():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run
 from traceparse.store.parts import VIEWS, detach, folder_of
 
+pytestmark = pytest.mark.usefixtures("per_rank_parquet")  # a store with its per-rank folder, as a larger run's
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "fixtures" / "runs" / "ddp2"
 
@@ -92,7 +94,8 @@ def test_a_reader_keeps_its_folder_while_the_store_is_replaced(tmp_path):
 def _analyze(args):
     cache, path = args
     env = {**os.environ, "TRACEPARSE_CACHE": cache}
-    out = subprocess.run([sys.executable, "-m", "traceparse.cli", "analyze", "--format", "json", str(path)],
+    parquet = "from traceparse.load import run; run.in_store = lambda _: False; from traceparse.cli import main; main()"
+    out = subprocess.run([sys.executable, "-c", parquet, "analyze", "--format", "json", str(path)],  # parquet_parts
                          capture_output=True, text=True, env=env, timeout=300)
     return out.returncode, out.stdout, out.stderr
 

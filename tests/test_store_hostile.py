@@ -10,11 +10,14 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from conftest import parquet_parts
 
 from traceparse.cli import main
 from traceparse.errors import TraceError
 from traceparse.load.run import connect, load_run, open_run
 from traceparse.store.parts import LOCK, folder_of, sweep
+
+pytestmark = pytest.mark.usefixtures("per_rank_parquet")  # a store with its per-rank folder, as a larger run's
 
 ROOT = Path(__file__).resolve().parent.parent
 DDP2 = ROOT / "fixtures" / "runs" / "ddp2"
@@ -48,7 +51,8 @@ def tree(folder: Path) -> dict:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """The store of ddp2, loaded once; each test edits a copy (``copy_store``)."""
-    store, _ = load_run([DDP2], db=tmp_path_factory.mktemp("base") / "base.duckdb")
+    with parquet_parts():
+        store, _ = load_run([DDP2], db=tmp_path_factory.mktemp("base") / "base.duckdb")
     return store
 
 

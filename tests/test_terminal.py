@@ -68,7 +68,7 @@ def test_progress_called_once_per_file(tmp_path, workers):
 def test_pool_results_keep_the_order_of_the_files(tmp_path):
     files = [RANK_FILES[3], RANK_FILES[0], RANK_FILES[2], RANK_FILES[1]]
     calls = []
-    summaries = _parse_all(files, set(), tmp_path, 2, lambda *c: calls.append(c))
+    summaries, _ = _parse_all(files, set(), tmp_path, 2, lambda *c: calls.append(c))
     assert [Path(s["file"]).name for s in summaries] == [f.name for f in files]
     assert len(calls) == 5
 

@@ -18,18 +18,20 @@ from traceparse.store.build import create_store, derive, insert_kernel_rules, in
 from traceparse.store.trust import sized
 from traceparse.tagging.tag import tag_comm_ops
 from traceparse.vocabulary import build_cross_rank, build_tagged
-from traceparse.vocabulary.per_rank import run_per_rank
+from traceparse.vocabulary.per_rank import run_per_rank, tables_in_store
 
 
-def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
+def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None, raw=None):
     """Write the store at ``db_path`` (a fresh file). ``ranks`` are parse summaries with rank and clock set, their
-    tables in the per-rank folder ``parts`` (traceparse/store/parts.py); ``dumps`` Flight Recorder dumps
+    tables in the per-rank folder ``parts`` (traceparse/store/parts.py), or, with ``raw`` (``(stage, kernel
+    rules)``: a small run parsed in this process, ``load.run.in_store``), made here from the parser's staged tables
+    into the store itself (``per_rank.tables_in_store``); ``dumps`` Flight Recorder dumps
     (traceparse.ingest.flight_recorder.read_dump). Where the traces prove the hosts' clocks differ
     (traceparse.load.clocks), the store is built again with each rank's times moved by its clock's shift."""
     shifts, attempt = {}, 0
     while True:
         got = _build(db_path, [{**r, "clock_shift_ns": shifts.get(r["rank"], 0)} for r in ranks], issues, meta, dumps,
-                     parts, partial(clocks.settle, shifts=shifts, attempt=attempt))
+                     parts, raw, partial(clocks.settle, shifts=shifts, attempt=attempt))
         if got is None:
             return
         Path(db_path).unlink(missing_ok=True)
@@ -37,7 +39,7 @@ def build_store(db_path, ranks: list[dict], issues: list[tuple], meta: dict, dum
         shifts, attempt = got, attempt + 1
 
 
-def _build(db_path, ranks, issues, meta, dumps, parts, settle):
+def _build(db_path, ranks, issues, meta, dumps, parts, raw, settle):
     """One build; ``settle(con)`` (ranks only) decides on the clocks: None keeps the build (its rows of clocks and
     load issues written), else the shifts to build again with (this one rolled back, and returned)."""
     con = create_store(db_path)
@@ -45,8 +47,10 @@ def _build(db_path, ranks, issues, meta, dumps, parts, settle):
     again = None
     try:
         con.execute("BEGIN TRANSACTION")
-        insert_raw(con, ranks, issues, meta, dumps, parts)
-        if not ranks:  # Flight Recorder dumps alone: the per-rank tables of no rank (empty)
+        insert_raw(con, ranks, issues, meta, dumps, None if raw else parts)
+        if ranks and raw:
+            tables_in_store(con, *raw, ranks)
+        elif not ranks:  # Flight Recorder dumps alone: the per-rank tables of no rank (empty)
             insert_kernel_rules(con, [])
             run_per_rank(con)
         build_cross_rank(con)

@@ -5,24 +5,33 @@ The local pool (``traceparse.load.run``) and Ray tasks (``traceparse.load.ray_en
 from traceparse.errors import TraceError
 
 
-def parse_batch(job) -> list[dict]:
+def parse_batch(job, tables: bool = True) -> list[dict]:
     """``job``: ``(entries, stage, batch, kernel_rules)``: the files of a batch as ``(slot, path, sniff)`` (slot: the
     file's position among the load's files; sniff: whether it was found in a folder), the folder to write in, the
     batch's number and the custom communication kernel rules (traceparse.tagging.comm_kernels). Each file is parsed
-    (``parse_file``), then the tables of the batch's ranks are written together (``per_rank.prepare_ranks``).
+    (``parse_file``), then (``tables``) the tables of the batch's ranks are written together (``tabulate``).
     Returns each file's result, in order."""
-    from traceparse.vocabulary.per_rank import prepare_ranks, raw_folder
+    from traceparse.vocabulary.per_rank import raw_folder
 
-    entries, stage, batch, kernel_rules = job
+    entries, stage, _, _ = job
     results = [parse_file(path, raw_folder(stage, slot), sniff) for slot, path, sniff in entries]
-    ranks = []
     for (slot, _, _), r in zip(entries, results, strict=True):
         if "kind" not in r:  # a trace, not a dump or a skipped file
             r["slot"] = slot
-            ranks.append((slot, r))
+    if tables:
+        tabulate(job, results)
+    return results
+
+
+def tabulate(job, results: list[dict]):
+    """The per-rank tables of the traces among ``results`` (``parse_batch``'s, of ``job``), written as the batch's
+    Parquet (``per_rank.prepare_ranks``)."""
+    from traceparse.vocabulary.per_rank import prepare_ranks
+
+    _, stage, batch, kernel_rules = job
+    ranks = [(r["slot"], r) for r in results if "kind" not in r]
     if ranks:
         prepare_ranks(stage, batch, ranks, kernel_rules)
-    return results
 
 
 def parse_file(path, out, sniff) -> dict:

@@ -25,13 +25,13 @@ from pathlib import Path
 from traceparse.version import __version__
 from traceparse.errors import TraceError, shown
 from traceparse.load.inputs import OTHER_JSON, expand_inputs, folders_read, no_trace_files
-from traceparse.load.parse import parse_batch
+from traceparse.load.parse import parse_batch, tabulate
 from traceparse.load.run_identity import align_clocks, assign_ranks, check_one_run, missing_ranks
 from traceparse.load.windows import choose_windows, parse_window
 from traceparse.cache_dir import cache_dir, temp_beside
-from traceparse.store.parts import LOCK, TOKEN, detach, folder_of, new_build, publish, release, stored, sweep
+from traceparse.store.parts import LOCK, TOKEN, detach, folder_of, new_build, publish, release, stored, sweep, tidy
 from traceparse.store.schema import SCHEMA_VERSION
-from traceparse.store.trust import openable, writable_by_duckdb
+from traceparse.store.trust import ROW_GROUP_ROWS, openable, writable_by_duckdb
 
 # .ingest.rank (pyarrow) and .store.build (duckdb) are imported where used: the CLI's
 # commands that load nothing start without them.
@@ -126,10 +126,10 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         raise TraceError(stage_root, f"cannot stage the per-rank Parquet there: {e.strerror}") from None
     tmp = temp_beside(target)
     work = None  # where DuckDB writes the store when it cannot write beside target (a path holding '?')
-    done, summaries = False, []
+    done, summaries, meta = False, [], {}
     try:
         files, origin = _job_files(files, stage)
-        parsed = _parse_all(files, in_folders, stage, workers, progress, engine, address)
+        parsed, here = _parse_all(files, in_folders, stage, workers, progress, engine, address)
         shutil.rmtree(stage / JOBS, ignore_errors=True)
         for s in parsed:  # a rank of a job file is that file's
             s["file"] = origin.get(s.get("file"), s.get("file"))
@@ -153,16 +153,17 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
-        if summaries:
+        raw = None if here is None else (stage, here)  # the ranks' tables made by the build, in the store
+        if summaries and raw is None:
             _place(stage, build)
             meta["parts"] = token
         from traceparse.load.build import build_store
 
         if writable_by_duckdb(tmp.parent):
-            build_store(tmp, summaries, issues, meta, dumps, build)
+            build_store(tmp, summaries, issues, meta, dumps, build, raw)
         else:  # built in a temporary folder, then copied beside the store: put in place whole as always
             work = Path(tempfile.mkdtemp(prefix=f"traceparse-{os.getpid()}-", dir=_plain_temp()))
-            build_store(work / "run.duckdb", summaries, issues, meta, dumps, build)
+            build_store(work / "run.duckdb", summaries, issues, meta, dumps, build, raw)
             shutil.copyfile(work / "run.duckdb", tmp)
         publish(tmp, target, meta.get("parts"))  # the build folder the store names, as built here
         if db is None and use_cache:
@@ -171,11 +172,13 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     finally:
         if stage != build:
             shutil.rmtree(stage, ignore_errors=True)
-        if not done or not summaries:
+        if not done or meta.get("parts") is None:
             shutil.rmtree(build, ignore_errors=True)
         release(lock, target, token)  # a later load's store may have replaced ours meanwhile: ours goes
         if not target.exists():
             sweep(folder_of(target))  # a first load that failed: no folder of it stays
+        else:
+            tidy(folder_of(target))  # a store with no per-rank folder keeps none beside it
         for p in (tmp, Path(str(tmp) + ".wal")):
             p.unlink(missing_ok=True)
         if work is not None:
@@ -345,10 +348,20 @@ def _processes(files: list[Path]) -> int:
     return n if n > 1 and cost * (1 - 1 / n) > POOL_START_S else 1
 
 
+def in_store(parsed: list[dict]) -> bool:
+    """Whether the ranks' tables of a run parsed in this process are written by the store's build, in its own DuckDB
+    session, instead of a session of their own and Parquet between (``per_rank.tables_in_store``): a run of fewer
+    events than one row group holds (``trust.ROW_GROUP_ROWS``), which DuckDB runs in one thread, whose work is less
+    than that session's and the Parquet's fixed costs (docs/speed.md, Small runs). A larger one keeps the Parquet:
+    a store reads its events there, never copying them."""
+    return sum(r.get("n_events") or 0 for r in parsed if "kind" not in r) < ROW_GROUP_ROWS
+
+
 def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
     """Parse each file (on a pool when there are several, or on Ray), in batches (``batches``); the summaries in
-    the order of ``files``. A file of ``in_folders`` whose start shows no trace gives
-    ``{"kind": "skipped", "file", "why"}``."""
+    the order of ``files``, and the custom kernel rules where the ranks' tables are left to the store's build (a
+    run parsed in this process of fewer events than one row group: ``in_store``), else None. A file of
+    ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
     from traceparse.tagging.comm_kernels import comm_kernel_rules
 
     rules = comm_kernel_rules()  # read once, here: a bad rules file is one error, before any file is parsed
@@ -365,13 +378,18 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
     if engine == "ray":
         from traceparse.load.ray_engine import parse_on_ray
 
-        return [r for rs in parse_on_ray(jobs, address, report) for r in rs]
+        return [r for rs in parse_on_ray(jobs, address, report) for r in rs], None
     if n <= 1:
-        results = []
+        per_job = []
         for b, job in enumerate(jobs):
-            results += parse_batch(job)
+            per_job.append(parse_batch(job, tables=False))
             report(b)
-        return results
+        results = [r for rs in per_job for r in rs]
+        if in_store(results):
+            return results, rules
+        for job, rs in zip(jobs, per_job, strict=True):
+            tabulate(job, rs)
+        return results, None
     # fork would copy the caller's threads (DuckDB's among them): start workers from a clean server
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["traceparse.ingest.rank", "traceparse.vocabulary.per_rank"])
@@ -386,7 +404,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
             if done.exception() is not None:
                 break  # raised below, as the first failed batch in order
             report(futures[done])
-        return [r for f in futures for r in f.result()]  # in the order of files, whatever order they finished in
+        return [r for f in futures for r in f.result()], None  # in the order of files, whatever order they finished
     except BaseException:
         _stop(pool)
         raise

@@ -95,8 +95,9 @@ def create_store(db_path):
 
 def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=(), parts=None):
     """The rows as loaded, into a store ``create_store`` made: ``ranks`` are parse summaries with rank and clock set,
-    their tables in the per-rank folder ``parts`` (attached as views, the per-rank vocabulary copied); ``dumps``
-    Flight Recorder dumps (traceparse.ingest.flight_recorder.read_dump)."""
+    their tables in the per-rank folder ``parts`` (attached as views, the per-rank vocabulary copied; None: made
+    into the store by the build, ``per_rank.tables_in_store``); ``dumps`` Flight Recorder dumps
+    (traceparse.ingest.flight_recorder.read_dump)."""
     _insert_meta(con, meta)
     _insert_ranks(con, ranks)
     _insert_groups(con, ranks)
@@ -105,7 +106,7 @@ def insert_raw(con, ranks: list[dict], issues: list[tuple], meta: dict, dumps=()
     _insert_rows(con, "load_issues", issues)
     _insert_dumps(con, dumps)
     _insert_rows(con, "rank_slots", [(r["slot"], r["rank"], r.get("clock_shift_ns", 0)) for r in ranks])
-    if ranks:
+    if ranks and parts is not None:
         attach_views(con, parts, build=True)
         copy_vocabulary(con, parts)
 

@@ -10,6 +10,9 @@ no rank and its rows are not read). The store keeps each view's table empty, wit
 documentation; a connection made with ``attach`` shadows it with a view over the build the store's ``meta`` row
 ``parts`` names.
 
+A small run parsed in the loading process has no per-rank part: its rows are in the store's tables
+(``vocabulary.per_rank.tables_in_store``), and its ``meta`` names no ``parts``.
+
 Each build writes a folder of its own, so loads of one store at once never share one, and a store replaced while
 it is read leaves its reader its folder: the folder's ``BUILD`` file is locked, exclusively by the load writing it
 until its store is in place, shared by every connection reading it (released when the connection is gone or the
@@ -150,12 +153,30 @@ def sweep(container: Path):
             if store.exists():
                 return  # put in place meanwhile
             _collect(container, None)
-            if not any(p.is_dir() for p in container.iterdir()):
-                for name in (CURRENT, PUBLISH):  # traceparse's own files; anything else keeps the folder
-                    (container / name).unlink(missing_ok=True)
-                container.rmdir()
+            _remove_if_empty(container)
     except OSError:
         return  # swept by another load meanwhile, or holding files of someone else's
+
+
+def tidy(container: Path):
+    """Remove the ``.ranks`` folder of a store in place when it holds no build folder: the store names none (a small
+    run's, whose rows are its own, or dumps alone), or a load of it failed before it made one."""
+    try:
+        with _publishing(container):
+            _remove_if_empty(container)
+    except OSError:
+        return  # gone already
+
+
+def _remove_if_empty(container: Path):
+    """The ``.ranks`` folder removed when it holds no build folder (under the publish lock)."""
+    try:
+        if not any(p.is_dir() for p in container.iterdir()):
+            for name in (CURRENT, PUBLISH):  # traceparse's own files; anything else keeps the folder
+                (container / name).unlink(missing_ok=True)
+            container.rmdir()
+    except OSError:
+        return  # holding files of someone else's
 
 
 def stored(db: Path) -> tuple[str | None, str | None]:

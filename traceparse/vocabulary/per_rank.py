@@ -12,6 +12,9 @@ per batch, not per file) and runs, over every rank of the batch at once (the SQL
   op_self_times.sql       the shortest self time of each of their CPU ops (the compute floor's per-rank part)
   gpu_activity.sql        their GPU kernels, memcpys and memsets with the calls that launched them
 
+A small run parsed in the driver's own process (``load.run.in_store``) runs the same SQL on the store's connection
+instead, into the store's tables (``tables_in_store``): no session of its own, no Parquet.
+
 ``PER_RANK`` is the order after per_rank.sql. Ranks are known only once every file is read, so a rank's rows carry
 its file's ``slot`` (its position among the load's files); the store maps slots to ranks. The driver reads the
 events and the intermediate tables through views, copies the small tables (``COPIED``), and computes only what
@@ -25,10 +28,11 @@ from pathlib import Path
 import duckdb
 
 from traceparse.ingest.rank import SCHEMAS
-from traceparse.store.build import rank_group_rows
+from traceparse.store.build import insert_kernel_rules, rank_group_rows
 from traceparse.store.parts import BUILD_ONLY, COPIED, VIEWS, table_file
 from traceparse.store.query import sql_file
 from traceparse.store.schema import ddl
+from traceparse.store.trust import literal_path
 from traceparse.vocabulary import UNTAGGED
 from traceparse.vocabulary.modules import order
 
@@ -85,3 +89,22 @@ def prepare_ranks(stage: Path, batch: int, ranks: list[tuple[int, dict]], kernel
         con.close()
     for slot, _ in ranks:
         shutil.rmtree(raw_folder(stage, slot), ignore_errors=True)
+
+
+def tables_in_store(con, stage: Path, kernel_rules: list[dict], ranks: list[dict]):
+    """The tables of ``ranks`` (parse summaries with rank, slot and clock set; staged in ``raw_folder(stage, slot)``)
+    made by the per-rank SQL on the store's own connection ``con``, into the store's tables, with their ranks and
+    on the run's clock from the start (``prepare_ranks`` writes slots and the file's clock, which the store's views
+    map: ``parts``): a small run parsed in this process (``load.run.in_store``), one DuckDB session and no Parquet
+    between. The store's ``ranks``, ``process_groups`` and ``rank_slots`` are in already."""
+    for table in RAW:  # each file named literally: a stage path holding [, * or ? is no pattern
+        files = ", ".join(literal_path(raw_folder(stage, r["slot"]) / f"{table}.parquet") for r in ranks)
+        con.execute(f"CREATE TEMP VIEW raw_{table} AS SELECT t.* EXCLUDE (slot), s.rank "
+                    f"FROM read_parquet([{files}], hive_partitioning = true) t "
+                    f"JOIN main.rank_slots s ON s.slot = t.slot::INTEGER")
+    con.execute("CREATE TEMP TABLE clock (rank INTEGER, offset_ns BIGINT)")
+    con.executemany("INSERT INTO clock VALUES (?, ?)", [(r["rank"], r["clock_offset_ns"] + r.get("clock_shift_ns", 0))
+                                                       for r in ranks])
+    con.execute(sql_file(__package__, "per_rank.sql"))
+    insert_kernel_rules(con, kernel_rules)
+    run_per_rank(con)
