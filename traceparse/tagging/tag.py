@@ -42,13 +42,18 @@ UNTAGGED_WHY = (
 
 def tag_comm_ops(con):
     build_features(con)
-    for rule in load_rules():
+    rules = load_rules()
+    if rules:  # each operation gets the first rule, in priority order, whose condition holds: one statement
+        first = " ".join(f"WHEN coalesce(({r.when}), false) THEN {i}" for i, r in enumerate(rules))
+        values = ", ".join("(?::INTEGER, ?::VARCHAR, ?::VARCHAR, ?::VARCHAR, ?::DOUBLE)" for _ in rules)
         con.execute(
-            f"""UPDATE comm_ops c SET strategy = ?, variant = ?, rule_id = ?, confidence = ?
-                FROM (SELECT rank, op_id FROM comm_features
-                      WHERE coalesce(({rule.when}), false) AND NOT coalesce({LONE}, false)) m
+            f"""UPDATE comm_ops c SET strategy = r.strategy, variant = r.variant, rule_id = r.id,
+                                      confidence = r.confidence
+                FROM (SELECT rank, op_id, CASE {first} END AS i FROM comm_features
+                      WHERE NOT coalesce({LONE}, false)) m
+                JOIN (VALUES {values}) r(i, strategy, variant, id, confidence) USING (i)
                 WHERE m.rank = c.rank AND m.op_id = c.op_id AND c.strategy IS NULL""",
-            [rule.strategy, rule.variant, rule.id, rule.confidence],
+            [v for i, r in enumerate(rules) for v in (i, r.strategy, r.variant, r.id, r.confidence)],
         )
     con.execute(
         """
