@@ -104,18 +104,29 @@ def _store_args(rng, cmd: str, store: str, query: str | None = None) -> list:
     return ["compare", "--base-db", store, "{in}/run", "--no-cache"]
 
 
+# the setting-up command of a hostile store: the CLI with the ranks' tables written as Parquet in the store's per-rank
+# folder, as a run larger than one row group has them (load.run.in_store), so the edits have a build folder to move
+PARQUET_STORE = b"""import sys
+from traceparse.load import run
+run.in_store = lambda _parsed: False
+from traceparse.cli import main
+sys.exit(main())
+"""
+
+
 def _store_case(rng, desc, edit, *, store=S, accept=("refuse",), guard=(), files=None, secret=None, query=None,
                 cmds=STORE_CMDS) -> Case:
     cmd = rng.choice(cmds)
     path = "{in}/" + store
-    files = {**_tiny_run("run"), **(files or {})}
+    files = {**_tiny_run("run"), "parquet_store.py": PARQUET_STORE, **(files or {})}
     spec = {"store": store, "edit": edit, "guard": list(guard), "guard_refused": [f"in/{store}", f"in/{store}.ranks"],
             "quiet_refusal": True}
     if secret:
         spec["secret"] = secret
     return Case("", "", f"{cmd} on a store whose {desc}", files=files, args=_store_args(rng, cmd, path, query),
                 accept=accept, names=(Path(store).name,), document=False, timeout=TIMEOUT,
-                action_args={"before": [["analyze", "{in}/run", "--db", path, "--format", "json"]], **_hostile(**spec)})
+                action_args={"before": [["{in}/parquet_store.py", "analyze", "{in}/run", "--db", path, "--format", "json"]],
+                             **_hostile(**spec)})
 
 
 @op("store")

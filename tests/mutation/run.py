@@ -255,7 +255,11 @@ def survivors(pgid: int, sb: Sandbox, grace: float) -> list[str]:
 def execute(case: Case, sb: Sandbox, tag: str, *, mem_limit_mb: int, grace: float, tick=None, timeout=None,
             args=None) -> Proc:
     args = [a.replace("{in}", str(sb.inp)) for a in args] if args is not None else sb.args(case)
-    p = spawn(([sys.executable, *case.program] if case.program and tag == "run" else CLI) + args, sb, mem_limit_mb, tag)
+    if args and args[0].endswith(".py"):  # a setting-up script of the case's own (hostile.PARQUET_STORE)
+        command = [sys.executable, *args]
+    else:
+        command = ([sys.executable, *case.program] if case.program and tag == "run" else CLI) + args
+    p = spawn(command, sb, mem_limit_mb, tag)
     proc = Proc(args=args)
     t0 = time.monotonic()
     rc, rss, timed_out = wait(p, timeout or case.timeout, tick=(lambda el: tick(p, proc, el)) if tick else None)
@@ -413,7 +417,8 @@ def save_case(case: Case, folder: Path):
     prog = f"python {case.program[0]} " if case.program else "python -m traceparse.cli "
     cmd = prog + " ".join(_quote(a.replace("{in}", ".")) for a in case.args)
     for args in case.action_args.get("before", ()):
-        cmd = "python -m traceparse.cli " + " ".join(_quote(a.replace("{in}", ".")) for a in args) + " && " + cmd
+        run = "python " if args[0].endswith(".py") else "python -m traceparse.cli "
+        cmd = run + " ".join(_quote(a.replace("{in}", ".")) for a in args) + " && " + cmd
     info = case.summary()
     env = "export TMPDIR=$(mktemp -d) TRACEPARSE_CACHE=$(mktemp -d)"
     if case.action == "kill":
