@@ -129,7 +129,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
     done, summaries, meta = False, [], {}
     try:
         files, origin = _job_files(files, stage)
-        parsed, here = _parse_all(files, in_folders, stage, workers, progress, engine, address)
+        parsed, raw = _parse_all(files, in_folders, stage, workers, progress, engine, address)
         shutil.rmtree(stage / JOBS, ignore_errors=True)
         for s in parsed:  # a rank of a job file is that file's
             s["file"] = origin.get(s.get("file"), s.get("file"))
@@ -153,8 +153,7 @@ def load_run(paths, db=None, use_cache=True, allow_mixed=False, workers=None, pr
         issues += folders_read(paths, [f for f in files if f not in gone], skipped)
         summaries.sort(key=lambda s: s["rank"])
         meta = {"key": key, "traceparse_version": __version__, "files": [s["file"] for s in summaries + dumps]}
-        raw = None if here is None else (stage, here)  # the ranks' tables made by the build, in the store
-        if summaries and raw is None:
+        if summaries and raw is None:  # else the ranks' tables are made by the build, in the store
             _place(stage, build)
             meta["parts"] = token
         from traceparse.load.build import build_store
@@ -359,8 +358,8 @@ def in_store(parsed: list[dict]) -> bool:
 
 def _parse_all(files, in_folders, stage, workers, progress=None, engine="local", address=None):
     """Parse each file (on a pool when there are several, or on Ray), in batches (``batches``); the summaries in
-    the order of ``files``, and the custom kernel rules where the ranks' tables are left to the store's build (a
-    run parsed in this process of fewer events than one row group: ``in_store``), else None. A file of
+    the order of ``files``, and, where the ranks' tables are left to the store's build (a run parsed in this process
+    of fewer events than one row group: ``in_store``), ``(stage, kernel rules)`` for it (else None). A file of
     ``in_folders`` whose start shows no trace gives ``{"kind": "skipped", "file", "why"}``."""
     from traceparse.tagging.comm_kernels import comm_kernel_rules
 
@@ -386,7 +385,7 @@ def _parse_all(files, in_folders, stage, workers, progress=None, engine="local",
             report(b)
         results = [r for rs in per_job for r in rs]
         if in_store(results):
-            return results, rules
+            return results, (stage, rules)
         for job, rs in zip(jobs, per_job, strict=True):
             tabulate(job, rs)
         return results, None

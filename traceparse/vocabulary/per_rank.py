@@ -21,7 +21,6 @@ events and the intermediate tables through views, copies the small tables (``COP
 crosses ranks: groups, the sizes other ranks give, tags, layout, and what needs the tags.
 """
 
-import glob
 import shutil
 from pathlib import Path
 
@@ -64,23 +63,12 @@ def prepare_ranks(stage: Path, batch: int, ranks: list[tuple[int, dict]], kernel
         con.execute("SET preserve_insertion_order = false")
         con.execute(ddl(VIEWS + COPIED + ("ranks", "process_groups"), comments=False))
         con.execute(sql_file("traceparse.store", "macros.sql"))
-        for table in RAW:  # each file named literally: a stage path holding [, * or ? is no pattern
-            files = [glob.escape(str(raw_folder(stage, slot) / f"{table}.parquet")) for slot, _ in ranks]
-            con.read_parquet(files, hive_partitioning=True).project(
-                "* EXCLUDE (slot), slot::INTEGER AS rank").create_view(f"raw_{table}")
-        con.execute("CREATE TEMP TABLE clock (rank INTEGER, offset_ns BIGINT)")
-        con.executemany("INSERT INTO clock VALUES (?, ?)", [(slot, s["clock_offset_ns"]) for slot, s in ranks])
-        con.execute(sql_file(__package__, "per_rank.sql"))
         con.executemany("INSERT INTO ranks (rank, world_size) VALUES (?, ?)", [(slot, s["world_size"])
                                                                              for slot, s in ranks])
         groups = [row for slot, s in ranks for row in rank_group_rows({**s, "rank": slot})]
         if groups:
             con.executemany("INSERT INTO process_groups VALUES (?, ?, ?, ?, ?, ?)", groups)
-        con.execute("CREATE TEMP TABLE comm_kernel_rules (id VARCHAR, pattern VARCHAR, op VARCHAR)")
-        if kernel_rules:
-            con.executemany("INSERT INTO comm_kernel_rules VALUES (?, ?, ?)",
-                            [(r["id"], r["pattern"], r["op"]) for r in kernel_rules])
-        run_per_rank(con)
+        _per_rank_tables(con, stage, [(slot, slot, s["clock_offset_ns"]) for slot, s in ranks], kernel_rules)
         for table in VIEWS + COPIED + BUILD_ONLY:
             target = table_file(stage, table, batch)
             target.parent.mkdir(exist_ok=True)
@@ -97,14 +85,19 @@ def tables_in_store(con, stage: Path, kernel_rules: list[dict], ranks: list[dict
     on the run's clock from the start (``prepare_ranks`` writes slots and the file's clock, which the store's views
     map: ``parts``): a small run parsed in this process (``load.run.in_store``), one DuckDB session and no Parquet
     between. The store's ``ranks``, ``process_groups`` and ``rank_slots`` are in already."""
+    _per_rank_tables(con, stage, [(r["slot"], r["rank"], r["clock_offset_ns"] + r.get("clock_shift_ns", 0))
+                                  for r in ranks], kernel_rules)
+
+
+def _per_rank_tables(con, stage: Path, clocks: list[tuple[int, int, int]], kernel_rules: list[dict]):
+    """per_rank.sql, then the per-rank SQL after it (``run_per_rank``), on ``con`` over the parser's staged tables of
+    the files ``clocks`` names, as ``(slot, rank, clock offset)``: their rows with that rank, on that clock."""
+    con.execute("CREATE TEMP TABLE clock (slot INTEGER, rank INTEGER, offset_ns BIGINT)")
+    con.executemany("INSERT INTO clock VALUES (?, ?, ?)", clocks)
     for table in RAW:  # each file named literally: a stage path holding [, * or ? is no pattern
-        files = ", ".join(literal_path(raw_folder(stage, r["slot"]) / f"{table}.parquet") for r in ranks)
-        con.execute(f"CREATE TEMP VIEW raw_{table} AS SELECT t.* EXCLUDE (slot), s.rank "
-                    f"FROM read_parquet([{files}], hive_partitioning = true) t "
-                    f"JOIN main.rank_slots s ON s.slot = t.slot::INTEGER")
-    con.execute("CREATE TEMP TABLE clock (rank INTEGER, offset_ns BIGINT)")
-    con.executemany("INSERT INTO clock VALUES (?, ?)", [(r["rank"], r["clock_offset_ns"] + r.get("clock_shift_ns", 0))
-                                                       for r in ranks])
+        files = ", ".join(literal_path(raw_folder(stage, slot) / f"{table}.parquet") for slot, _, _ in clocks)
+        con.execute(f"CREATE TEMP VIEW raw_{table} AS SELECT t.* EXCLUDE (slot), c.rank "
+                    f"FROM read_parquet([{files}], hive_partitioning = true) t JOIN clock c ON c.slot = t.slot::INTEGER")
     con.execute(sql_file(__package__, "per_rank.sql"))
     insert_kernel_rules(con, kernel_rules)
     run_per_rank(con)

@@ -1,6 +1,7 @@
--- The tables of a batch of ranks on the run's clock, in the task that parsed them (per_rank.py). raw_<table>: the
--- parser's staged Parquet of each (traceparse/ingest/rank.py), its ``rank`` the file's slot (traceparse/store/
--- parts.py); clock: each slot's clock offset.
+-- The tables of a batch of ranks on the run's clock, in the task that parsed them (per_rank.py). clock: each file's
+-- slot, rank and clock offset; raw_<table>: the parser's staged Parquet of each (traceparse/ingest/rank.py), its
+-- ``rank`` the one clock gives its file (the slot itself in a task, which traceparse/store/parts.py maps; the rank
+-- where a small run's store is built: per_rank.tables_in_store).
 -- reads: clock, raw_comm_args, raw_events, raw_memory, raw_op_args, raw_threads
 
 INSERT INTO threads SELECT rank, pid, tid, kind, label FROM raw_threads;
