@@ -47,7 +47,12 @@ PAIRS = [
     ("quiet, pipeline: 1F1B m = 8 from GPipe m = 4 (2 ranks)", "quiet_pp2_gpipe_m4", "pp_schedule=1f1b,microbatches=8",
      "", "quiet_pp2_1f1b_m8"),
     ("quiet, data parallel: ZeRO-1 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=1", "", "quiet_zero1_dp2"),
+    ("quiet, data parallel: ZeRO-2 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2"),
     ("quiet, data parallel: ZeRO-3 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2"),
+    ("quiet, data parallel: FSDP2 ZeRO-3 from ZeRO-2 (2 ranks)", "quiet_fsdp2_zero2_dp2", "zero_stage=3", "",
+     "quiet_fsdp2_zero3_dp2"),
+    ("quiet, data parallel: FSDP2 ZeRO-2 from ZeRO-3 (2 ranks)", "quiet_fsdp2_zero3_dp2", "zero_stage=2", "",
+     "quiet_fsdp2_zero2_dp2"),
     ("quiet, straggler removed: DDP, rank 1 slow (2 ranks)", "quiet_straggler_ddp2", "--without-straggler", "",
      "quiet_ddp2"),
 ]

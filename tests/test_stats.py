@@ -49,3 +49,20 @@ def test_binomial_against_scipy():
 
     for n, p in ((1, 0.3), (17, 0.5), (400, 1 / 64), (3000, 0.9)):
         assert stats._binomial_pmf(n, p) == pytest.approx(binom.pmf(range(n + 1), n, p), rel=1e-9, abs=1e-300)
+
+
+def test_two_term_fit_is_least_squares_with_each_coefficients_t():
+    """y = a x1 + b x2 fitted by hand: the normal equations, the residual variance over n - 2, each coefficient's
+    standard error from the inverse of X'X, and its one-sided tail."""
+    rows = [(1.0, 2.0, 5.2), (2.0, 1.0, 4.1), (3.0, 3.0, 8.8), (1.0, 4.0, 9.1), (2.0, 2.0, 6.0)]
+    got = stats.two_term_fit(rows)
+    s11, s22, s12 = 19.0, 34.0, 21.0  # sums of x1^2, x2^2, x1 x2
+    s1y, s2y = 5.2 + 8.2 + 26.4 + 9.1 + 12.0, 10.4 + 4.1 + 26.4 + 36.4 + 12.0
+    det = s11 * s22 - s12 * s12
+    a, b = (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+    var = sum((y - a * x1 - b * x2) ** 2 for x1, x2, y in rows) / 3
+    assert (got["a"], got["b"], got["df"]) == (pytest.approx(a), pytest.approx(b), 3)
+    assert got["p_a"] == pytest.approx(stats._t_sf(a / math.sqrt(var * s22 / det), 3))
+    assert got["p_b"] == pytest.approx(stats._t_sf(b / math.sqrt(var * s11 / det), 3))
+    assert stats.two_term_fit(rows[:2]) is None  # fewer than 3 rows: no residual to weigh them by
+    assert stats.two_term_fit([(1.0, 2.0, 1.0), (2.0, 4.0, 2.1), (3.0, 6.0, 2.9)]) is None  # x2 = 2 x1: singular

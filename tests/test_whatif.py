@@ -193,7 +193,7 @@ PAIRS = [
      ("other",)),
     ("1f1b m8 from gpipe m4, memory events", "pp4_gpipe_m4_memory", "pp_schedule=1f1b,microbatches=8", "",
      "pp4_1f1b_m8_memory", ()),
-    ("zero1 from ddp", "ddp4", "zero_stage=1", "", "zero1_dp4", ("exposed dp",)),
+    ("zero1 from ddp", "ddp4", "zero_stage=1", "", "zero1_dp4", ()),
     ("zero2 from ddp", "ddp4", "zero_stage=2", "", "fsdp2_zero2_dp4", ("exposed dp",)),
     ("zero3 from ddp", "ddp4", "zero_stage=3", "", "fsdp2_zero3_dp4", ("exposed dp", "compute", "other")),
     ("tp4 from tp2", "tp2", "dp=1,tp=4", "", "tp4", ("exposed tp",)),
@@ -209,7 +209,10 @@ PAIRS = [
     ("quiet 1f1b m8 from gpipe m4", "quiet_pp2_gpipe_m4", "pp_schedule=1f1b,microbatches=8", "", "quiet_pp2_1f1b_m8",
      ("compute",)),
     ("quiet zero1 from ddp", "quiet_ddp2", "zero_stage=1", "", "quiet_zero1_dp2", ("compute",)),
+    ("quiet zero2 from ddp", "quiet_ddp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2", ("exposed dp",)),
     ("quiet zero3 from ddp", "quiet_ddp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2", ("other", "exposed dp")),
+    ("quiet fsdp2 zero3 from zero2", "quiet_fsdp2_zero2_dp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2", ()),
+    ("quiet fsdp2 zero2 from zero3", "quiet_fsdp2_zero3_dp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2", ("compute",)),
     ("quiet straggler removed, ddp2", "quiet_straggler_ddp2", "without_straggler", "", "quiet_ddp2", ()),
 ]
 
@@ -249,7 +252,10 @@ PAIR_KINDS = {
     "quiet 1f1b m8 from m4": ("pp_microbatches", "quiet, pipeline: 1F1B m = 8 from m = 4 (2 ranks)"),
     "quiet 1f1b m8 from gpipe m4": ("pp_schedule", "quiet, pipeline: 1F1B m = 8 from GPipe m = 4 (2 ranks)"),
     "quiet zero1 from ddp": ("zero1", "quiet, data parallel: ZeRO-1 from DDP (2 ranks)"),
+    "quiet zero2 from ddp": ("zero2", "quiet, data parallel: ZeRO-2 from DDP (2 ranks)"),
     "quiet zero3 from ddp": ("zero3", "quiet, data parallel: ZeRO-3 from DDP (2 ranks)"),
+    "quiet fsdp2 zero3 from zero2": ("zero_other", "quiet, data parallel: FSDP2 ZeRO-3 from ZeRO-2 (2 ranks)"),
+    "quiet fsdp2 zero2 from zero3": ("zero_other", "quiet, data parallel: FSDP2 ZeRO-2 from ZeRO-3 (2 ranks)"),
     "quiet straggler removed, ddp2": ("straggler", "quiet, straggler removed: DDP, rank 1 slow (2 ranks)"),
 }
 
@@ -440,7 +446,7 @@ def test_sweep_applies_the_node_heads_and_memory_bounds():
 
 
 def test_sweep_leads_with_a_reliable_forecast():
-    """On ddp4 the fastest predicted layout (tp4) is a forecast of a kind validated off by -65%: the sweep's top row
+    """On ddp4 the fastest predicted layout (tp4) is a forecast of a kind validated off by -54%: the sweep's top row
     is of a kind whose validated error is within the reliable bound, and every row of a reliable kind comes before
     every other; each unreliable or unvalidated row is marked so."""
     from traceparse.whatif.reliability import KINDS, RELIABLE

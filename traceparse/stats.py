@@ -8,6 +8,8 @@ collective the chance is 1 / its group size (Poisson-binomial, exact).
 ``top_share_tail(spells, n)``: the probability that one of ``n`` ranks holds this large a share of a critical path
 by chance, when which rank each of its spells ran on were drawn at random.
 ``mean_difference(a, b)``: the difference of two means against its standard error (Welch), for compare.
+``two_term_fit(rows)``: least squares of y = a x1 + b x2 (no intercept), each coefficient against its standard
+error (one-sided: how likely a coefficient this far above 0 is when it is 0), for what a collective costs per call.
 
 Student's t tail is the regularized incomplete beta function's continued fraction (``_t_sf``), and the binomial's
 log factorials ``math.lgamma``: importing scipy.special for them cost 0.1 s (scipy.stats, which holds the same
@@ -175,3 +177,25 @@ def mean_difference(a: list[float], b: list[float]) -> dict | None:
     df = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0))
     t = delta / se
     return {"delta": delta, "se": se, "t": t, "df": df, "p": _t_sf(t, df)}
+
+
+def two_term_fit(rows: list[tuple[float, float, float]]) -> dict | None:
+    """Least squares of y = a x1 + b x2 over ``rows`` (x1, x2, y): {a, b, p_a, p_b (P(T >= coefficient / its standard
+    error) with n - 2 degrees of freedom), df}; None with fewer than 3 rows or x1 and x2 proportional (a singular
+    fit). A coefficient is shown above 0 when its p is at most ALPHA."""
+    n = len(rows)
+    s11 = sum(x1 * x1 for x1, _, _ in rows)
+    s22 = sum(x2 * x2 for _, x2, _ in rows)
+    s12 = sum(x1 * x2 for x1, x2, _ in rows)
+    det = s11 * s22 - s12 * s12
+    if n < 3 or det <= 1e-12 * s11 * s22:
+        return None
+    s1y = sum(x1 * y for x1, _, y in rows)
+    s2y = sum(x2 * y for _, x2, y in rows)
+    a, b = (s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det
+    df = n - 2
+    var = sum((y - a * x1 - b * x2) ** 2 for x1, x2, y in rows) / df
+    se_a, se_b = math.sqrt(var * s22 / det), math.sqrt(var * s11 / det)
+    return {"a": a, "b": b, "df": df,
+            "p_a": _t_sf(a / se_a, df) if se_a > 0 else float(a <= 0),
+            "p_b": _t_sf(b / se_b, df) if se_b > 0 else float(b <= 0)}

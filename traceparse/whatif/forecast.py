@@ -29,10 +29,11 @@ from traceparse.models.memory import zero_memory
 from traceparse.layout.model_facts import fact
 from traceparse.errors import TraceError
 from traceparse.whatif.activations import activation_bytes, held
+from traceparse.whatif.calls import cost_ratio, target_calls
 from traceparse.whatif.measured import LAYOUT, layout
 from traceparse.whatif.pipeline import orders, replayed_step
 from traceparse.axes import AXES
-from traceparse.units import duration, number
+from traceparse.units import duration, number, size
 
 STRATEGIES = AXES
 V_OF = {"gpipe": 1, "1f1b": 1, "zbv_zero_bubble": 2, "dualpipe_v": 2}  # chunks per rank; interleaved ones: any v
@@ -121,7 +122,7 @@ def forecast(m: dict, given: dict) -> dict:
             b, formula, _ = expected(strategy, f"zero{t['zero_stage']}" if strategy == "dp" else None, x)
             volume[strategy] = {"bytes": b, "formula": formula}
     memory = _memory(m, s, t, inputs["Phi_device"], layers_t)
-    exposed = _exposed(m, volume)
+    exposed = _exposed(m, volume, s, t, inputs)
     inputs["optimizer_ns"] = _optimizer(m, s, t, split * grow)
     got = _step(m, s, t, exposed, layers_t, (m["optimizer_ns"]["value"] or 0, inputs["optimizer_ns"]["value"]))
     terms = got["terms"] or {"compute_ns": None, "other_ns": None, "exposed_comm_ns": {}}
@@ -140,7 +141,8 @@ def forecast(m: dict, given: dict) -> dict:
         },
         "how": {"step_time": got["how"], "bubble_replay": got["replay_how"], "bytes": {k: v["formula"] for k, v in volume.items()},
                 "memory": memory, "exposed_comm": {k: (terms.get("pp_how") if k == "pp" else None) or v["source"]
-                                                   for k, v in exposed.items()}},
+                                                   for k, v in exposed.items()},
+                "calls": {k: v["calls"] for k, v in exposed.items() if "calls" in v}},
         "inputs": inputs,
     }
 
@@ -171,10 +173,12 @@ def _memory(m, s, t, phi_fact, layers):
                           f"; activations not included: {act['source']}")}
 
 
-def _exposed(m, volume):
-    """{strategy: fact(ns)} per rank per step: the measured exposed time x target bytes / the run's bytes by the same
-    formula (so what the framework moves beyond the formula, e.g. an unsharded root, scales along), else / the
-    run's measured bytes; a strategy the run did not use: the run's exposed time per measured byte."""
+def _exposed(m, volume, s, t, inputs):
+    """{strategy: fact(ns)} per rank per step: the measured exposed time x what the target's calls cost over what the
+    run's did (``_per_call``); where the run's calls or the facts their sizes need are unknown, x target bytes / the
+    run's bytes by the same formula (so what the framework moves beyond the formula, e.g. an unsharded root, scales
+    along), else / the run's measured bytes; a strategy the run did not use: the run's exposed time per measured
+    byte."""
     got_ns = {k: f["value"] for k, f in m["exposed_comm_ns"].items() if f["value"] is not None}
     basis = {k: (f["value"], "measured bytes") for k, f in m["bytes"].items() if f["value"]}
     basis.update({k: (f["value"], "bytes by the notes' formula with the run's layout") for k, f in
@@ -188,14 +192,61 @@ def _exposed(m, volume):
             out[k] = fact(None, "target bytes unknown")
         elif k in basis and k in got_ns:
             n, what = basis[k]
-            out[k] = fact(got_ns[k] * b / n, f"measured {k} exposed time x target bytes / the run's {what} "
-                          f"({duration(got_ns[k])} x {b:,.0f} / {n:,.0f})")
+            out[k] = _per_call(m, k, s, t, inputs, b / n, got_ns[k]) or fact(
+                got_ns[k] * b / n, f"measured {k} exposed time x target bytes / the run's {what} "
+                                   f"({duration(got_ns[k])} x {b:,.0f} / {n:,.0f})")
         elif per_byte is not None:
             out[k] = fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
                           f"target bytes: the run did not use {k}")
         else:
             out[k] = fact(None, "no measured communication time per byte")
     return out
+
+
+def _per_call(m, k, s, t, inputs, volume, got_ns) -> dict | None:
+    """fact(ns) with ``calls`` (the target's calls per rank per step, and the exposed time read as all latency and as
+    all bandwidth where the run's calls cannot tell them apart: ``low_ns``, ``high_ns``): the run's exposed time of
+    strategy ``k`` x the target's calls' cost over the run's (calls.py: the ring model per call, fitted on the run's
+    collectives), or None where the run has no fitted calls of ``k`` or the facts the target's calls need (Phi,
+    layers per device) are unknown."""
+    run, f = m.get("calls", {}).get(k), m.get("call_fit", {}).get(k)
+    if not run or not f or f["value"] is None:
+        return None
+    run = run["value"]
+    L_s, L_t = m["L_local"]["value"], inputs["L_local"]["value"]
+    phi_s, phi_t, dl = m["Phi_dp"]["value"], inputs["Phi_dp"]["value"], m["delta"]["value"]
+    if k != "dp":  # the run's calls, as many per layer and micro-batch
+        if None in (L_s, L_t):
+            return None
+        facts = {"per_call": (L_t * t["microbatches"]) / (L_s * s["microbatches"])}
+    else:  # sized by the parameters; FSDP2's calls are per unit (the layers a device holds, and the root)
+        if None in (phi_s, phi_t, dl) or L_t is None and t["zero_stage"] >= 2 and t["zero_stage"] != s["zero_stage"]:
+            return None
+        facts = {"per_call": 1, "Phi_bytes": phi_t * dl, "phi": phi_t / phi_s, "units": round(L_t or 0) + 1}
+    facts.update(volume=volume, layout=s, run_zero=s["zero_stage"], m=t["microbatches"])
+    target, what = target_calls(run, k, t, facts)
+    r = cost_ratio(f["value"], run, target)
+    if r is None:
+        return None
+    fitted = f["value"]
+    if fitted["alpha"] is not None:
+        shown = {2: "latency and bandwidth", 1: f"{'latency' if fitted['beta'] == 0 else 'bandwidth'} alone"}[
+            len(fitted["shown"])]
+        how = (f"fitted over the run's {fitted['calls']} {k} calls, which show {shown}: {duration(fitted['alpha'])} "
+               f"per step, {fitted['beta']:.4g} ns per byte moved, error {fitted['rms_error']:.0%}")
+    else:
+        sizes = "one size of one op" if fitted["sizes"] == 1 else f"{fitted['sizes']} sizes"
+        how = (f"the run's {fitted['calls']} {k} calls ({sizes}) cannot tell latency from bandwidth: the geometric "
+               f"mean of the ratio read as all latency (x {r['latency']:.3g}) and as all bandwidth (x "
+               f"{r['bandwidth']:.3g})")
+    got = fact(got_ns * r["value"], f"measured {k} exposed time {duration(got_ns)} x the target's calls' cost / the "
+                                    f"run's = x {r['value']:.3g} (a call: latency x steps + bytes moved / bandwidth, the "
+                                    f"ring model; {how}); the target's calls: {what}: "
+                                    + ", ".join(f"{per:.3g} {op} of {size(n)} over {g}" for op, g, n, per in target)
+                                    + " a step")
+    return {**got, "calls": {"per_step": [{"op": op, "group_size": g, "bytes": n, "per_step": per}
+                                          for op, g, n, per in target],
+                             "low_ns": got_ns * r["low"], "high_ns": got_ns * r["high"]}}
 
 
 def _optimizer(m, s, t, params):

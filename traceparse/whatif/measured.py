@@ -9,6 +9,7 @@ window_strategy_comm).
 from traceparse.layout.model_facts import fact
 from traceparse.store.query import sql_file
 from traceparse.vocabulary.modules import use
+from traceparse.whatif.calls import fit
 from traceparse.whatif.pipeline import calibrated_overhead
 from traceparse.axes import AXES, SCHEDULE_KEYS
 
@@ -64,6 +65,7 @@ def measured(con, doc: dict) -> dict:
                              "world (vocabulary/world.sql): the job's world size, else the ranks loaded")
     out.update(terms)
     out["comm_fit"] = _comm_fit(con)
+    out["calls"], out["call_fit"] = _calls(con)
     out["action_overhead_ns"] = calibrated_overhead(out, layout(out))
     return out
 
@@ -122,3 +124,19 @@ def _comm_fit(con) -> list[dict]:
                        "comm_ops in the profiled steps: time per byte only, latency folded in (one size, or a fit with "
                        "a negative latency or slope)"}
             for s, op, g, n, sizes, a, k, err in con.table("whatif_comm_fit").order("strategy, op, group_size").fetchall()]
+
+
+def _calls(con) -> tuple[dict, dict]:
+    """({strategy: fact([(op, group size, bytes, per rank per step)])}, {strategy: fact(calls.fit)}): the run's
+    collectives per profiled step and their cost per call fitted over their transfers (measured.sql)."""
+    calls = {}
+    for s, op, g, per, n in con.table("whatif_calls").order("strategy, op, group_size").fetchall():
+        calls.setdefault(s, []).append((op, g, n, per))
+    transfers = {}
+    for s, op, g, n, ns in con.table("whatif_transfers").fetchall():
+        transfers.setdefault(s, []).append((op, g, n, ns))
+    src = ("whatif_transfers: non-negative least squares of each collective's transfer (from its last member's "
+           "arrival to its completion; unmatched: its duration) on the ring model's steps and bytes moved")
+    return ({s: fact(v, "whatif_calls: the collectives a rank issues per profiled step, by op and group size, and "
+                        "their mean size") for s, v in calls.items()},
+            {s: fact(fit(v), src) for s, v in transfers.items()})

@@ -1,7 +1,7 @@
 -- What a forecast measures of the run (whatif/measured.py): means per rank per profiled step window of the vocabulary,
 -- and each kind of collective's cost against its size. Reads ranks, window_totals, window_strategy_comm,
--- compute_intervals, comm_ops and optimizer_spans (vocabulary/optimizer_spans.sql, run first). TEMP views of the
--- connection.
+-- compute_intervals, comm_ops, collective_arrivals and optimizer_spans (vocabulary/optimizer_spans.sql, run first).
+-- TEMP views of the connection.
 
 -- whatif_world: the job's world size (vocabulary/world.sql, run first), else the ranks loaded.
 CREATE OR REPLACE TEMP VIEW whatif_world AS
@@ -33,15 +33,19 @@ SELECT sum(e - s) / greatest((SELECT windows FROM whatif_times), 1) AS optimizer
     'SELECT rank AS k, rank AS g, start_ns AS s, end_ns AS e FROM optimizer_spans',
     'SELECT rank AS k, start_ns AS s, end_ns AS e FROM compute_intervals WHERE step IS NOT NULL');
 
+-- whatif_ops: the communication operations of the profiled steps, each with its size (bytes: the larger of input and
+-- output, the full tensor of an all-gather or a reduce-scatter) and its own time (the execution, else the CPU call).
+CREATE OR REPLACE TEMP VIEW whatif_ops AS
+SELECT rank, op_id, coalesce(strategy, 'untagged') AS strategy, op, group_size, bytes_in,
+       greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t,
+       comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns) AS done_ns
+FROM comm_ops WHERE step IS NOT NULL;
+
 -- whatif_comm_fit: per (strategy, op, group size), time = latency + bytes x slope by least squares over the profiled
--- operations (bytes: the larger of input and output; time: the execution, else the CPU call), with the fit's relative
--- RMS error; with a single size, or where the fit's latency or slope comes out negative, time per byte only.
+-- operations (whatif_ops), with the fit's relative RMS error; with a single size, or where the fit's latency or slope
+-- comes out negative, time per byte only.
 CREATE OR REPLACE TEMP VIEW whatif_comm_fit AS
-WITH o AS (
-    SELECT coalesce(strategy, 'untagged') AS strategy, op, group_size,
-           greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t
-    FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0 AND coalesce(exec_dur_ns, host_dur_ns) IS NOT NULL
-),
+WITH o AS (SELECT strategy, op, group_size, b, t FROM whatif_ops WHERE bytes_in > 0 AND t IS NOT NULL),
 f AS (
     SELECT strategy, op, group_size, count(*) AS n, count(DISTINCT b) AS sizes, avg(t) AS mean_t,
            sum(t) / sum(b) AS per_byte, regr_intercept(t, b) AS a, regr_slope(t, b) AS k
@@ -56,3 +60,26 @@ SELECT r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope,
        sqrt(avg(power(o.t - coalesce(r.latency_ns, 0) - r.slope * o.b, 2))) / any_value(r.mean_t) AS err
 FROM r JOIN o ON o.strategy = r.strategy AND o.op = r.op AND o.group_size IS NOT DISTINCT FROM r.group_size
 GROUP BY r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope;
+
+-- whatif_calls: per (strategy, op, group size) the collectives a rank issues per profiled step window and their mean
+-- size: the calls the forecast costs per call (whatif/calls.py).
+CREATE OR REPLACE TEMP VIEW whatif_calls AS
+SELECT strategy, op, group_size, count(*) / greatest((SELECT windows FROM whatif_times), 1) AS per_step, avg(b) AS bytes
+FROM whatif_ops WHERE is_collective(op) AND group_size > 1
+GROUP BY ALL;
+
+-- whatif_transfers: each collective of the profiled steps, its time against its size: matched across its group
+-- (collective_arrivals), from its last member's arrival to its last member's completion (the transfer, without the
+-- waits for a late member); a collective no member of which could be matched, its own time.
+CREATE OR REPLACE TEMP VIEW whatif_transfers AS
+WITH matched AS (
+    SELECT a.strategy, a.op, len(a.group_ranks) AS group_size, max(o.b) AS bytes,
+           max(o.done_ns) - any_value(a.last_arrival_ns) AS ns
+    FROM collective_arrivals a JOIN whatif_ops o USING (rank, op_id)
+    WHERE a.step IS NOT NULL GROUP BY a.match_key, a.strategy, a.op, len(a.group_ranks)
+)
+SELECT strategy, op, group_size, bytes, ns FROM matched
+UNION ALL
+SELECT strategy, op, group_size, b, t FROM whatif_ops o
+WHERE is_collective(op) AND group_size > 1 AND t IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM collective_arrivals a WHERE a.rank = o.rank AND a.op_id = o.op_id);
