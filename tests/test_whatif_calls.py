@@ -121,3 +121,16 @@ def test_zero3_from_ddp_costs_its_calls_between_latency_and_bandwidth(docs):
     assert doc["prediction"]["exposed_comm_ns"]["dp"] == pytest.approx(measured * math.sqrt(3.5 * 1.4))
     calls = doc["how"]["calls"]["dp"]
     assert (calls["low_ns"], calls["high_ns"]) == (pytest.approx(measured * 1.4), pytest.approx(measured * 3.5))
+
+
+@pytest.mark.slow
+def test_the_range_holds_both_readings_of_the_calls(docs):
+    """Where the run's calls cannot tell latency from bandwidth, the forecast's range reaches the step with each
+    strategy's calls read as all latency and as all bandwidth (beyond the profiled steps' own variation)."""
+    doc = docs("quiet_ddp2", 3)
+    p, calls = doc["prediction"], doc["how"]["calls"]["dp"]
+    r = p["step_time_range_ns"]
+    assert r["readings"] and r["steps"] == 4
+    exposed = p["exposed_comm_ns"]["dp"]
+    assert r["low_ns"] <= p["step_time_ns"] - (exposed - calls["low_ns"]) + 1
+    assert r["high_ns"] >= p["step_time_ns"] + (calls["high_ns"] - exposed) - 1

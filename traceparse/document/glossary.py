@@ -355,7 +355,9 @@ METRICS = {
         "ranks_per_node or kv_heads, PP > layers or the layers do not divide, memory > --device-memory. "
         "step_time_range_ns = the least and greatest of the same forecast made from each profiled step's own "
         "step, compute and exposed communication (means over that step's rank windows; a pipeline's overhead "
-        "per action calibrated on it; the straggler's replay of that step)",
+        "per action calibrated on it; the straggler's replay of that step), less and plus what each strategy's exposed "
+        "time moves to when its calls are read as all latency and as all bandwidth (how.calls low_ns, high_ns; "
+        "readings: whether they did)",
         "step_time_ns, compute_ns, exposed_comm_ns, other_ns per rank per step; volume per rank per step; memory per "
         "device; bubble a "
         "fraction of the step; every input with its source in inputs and measured",

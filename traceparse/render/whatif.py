@@ -40,8 +40,15 @@ def _kind_lines(doc: dict) -> list[str]:
 
 
 def _range_lines(r: dict | None) -> list[str]:
-    """The forecast's range over the source run's profiled steps (whatif step_time_range_ns), a line or none."""
-    return [f"  from each of the {r['steps']} profiled steps' own terms: {_range(r)}"] if r else []
+    """The forecast's range over the source run's profiled steps and its calls' readings (whatif step_time_range_ns),
+    a line or none."""
+    return [f"  {_range_source(r)}: {_range(r)}"] if r else []
+
+
+def _range_source(r: dict) -> str:
+    steps = f"from each of the {r['steps']} profiled steps' own terms" if r["steps"] else ""
+    calls = "each strategy's calls read as all latency and as all bandwidth" if r.get("readings") else ""
+    return " and ".join(x for x in (steps, calls) if x) if steps else f"with {calls}"
 
 
 def _range(r: dict) -> str:
@@ -255,8 +262,7 @@ def _forecast_table_html(doc: dict) -> str:
     """One forecast as an HTML table: each term of the step, the bubble and the memory, beside the measured run's."""
     p, m = doc["prediction"], doc["measured"]
     rows = [("step time", _ms(p["step_time_ns"]), _ms(m["step_time_ns"]["value"])),
-            *[(f"step time from each of the {r['steps']} profiled steps", _range(r), "")
-              for r in [p.get("step_time_range_ns")] if r],
+            *[(f"step time {_range_source(r)}", _range(r), "") for r in [p.get("step_time_range_ns")] if r],
             ("compute", _ms(p["compute_ns"]), _ms(m["compute_ns"]["value"]))]
     for k, ns in p["exposed_comm_ns"].items():
         got = m["exposed_comm_ns"].get(k)

@@ -27,7 +27,7 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
     facts = measured(con, doc)
     start = without_straggler(facts, doc) if target.get("without_straggler") else facts
     got = forecast(start, target)
-    got["prediction"]["step_time_range_ns"] = _range(con, facts, doc, target)
+    got["prediction"]["step_time_range_ns"] = _range(con, facts, doc, target, got)
     if start is not facts:
         removed = start["straggler_removed"]["value"]
         got["how"]["step_time"] = (f"from the measured run without straggler rank {removed['rank']}: "
@@ -43,12 +43,14 @@ def whatif_document(con, doc: dict, target: dict, given: dict | None = None) -> 
             "remedy": remedy(got["prediction"], got["how"])}
 
 
-def _range(con, facts: dict, doc: dict, target: dict) -> dict | None:
-    """``{low_ns, high_ns, steps}``: the least and greatest of the same forecast made from each profiled step's own
-    measured step, compute and exposed communication (``measured.per_step``; a pipeline's overhead per action
-    calibrated on that step; the straggler's replay of that step): how far the source run's step-to-step variation
-    moves the forecast. None with fewer than two profiled steps or without a step time on each."""
-    got = []
+def _range(con, facts: dict, doc: dict, target: dict, got: dict) -> dict | None:
+    """``{low_ns, high_ns, steps, readings}``: the least and greatest of the same forecast made from each profiled
+    step's own measured step, compute and exposed communication (``measured.per_step``; a pipeline's overhead per
+    action calibrated on that step; the straggler's replay of that step): how far the source run's step-to-step
+    variation moves the forecast; widened by each strategy's calls read as all latency and as all bandwidth where
+    the run's calls cannot tell them apart (``got``'s ``how.calls``, ``readings`` True). None without either (fewer
+    than two profiled steps, or a step without a step time, and no such reading)."""
+    steps = []
     for step, terms in per_step(con).items():
         m = {**facts, **terms, "exposed_comm_ns": {
             s: terms["exposed_comm_ns"].get(s) or fact(0, f"no {s} communication in profiled step {step}")
@@ -56,10 +58,17 @@ def _range(con, facts: dict, doc: dict, target: dict) -> dict | None:
         m["action_overhead_ns"] = calibrated_overhead(m, layout(m))
         if target.get("without_straggler"):
             m = without_straggler(m, doc, step)
-        got.append(forecast(m, target)["prediction"]["step_time_ns"])
-    if len(got) < 2 or any(v is None for v in got):
+        steps.append(forecast(m, target)["prediction"]["step_time_ns"])
+    if len(steps) < 2 or any(v is None for v in steps):
+        steps = []
+    exposed, step = got["prediction"]["exposed_comm_ns"], got["prediction"]["step_time_ns"]
+    below = sum(exposed[k] - c["low_ns"] for k, c in got["how"]["calls"].items())
+    above = sum(c["high_ns"] - exposed[k] for k, c in got["how"]["calls"].items())
+    readings = step is not None and (below > 0 or above > 0)
+    if not steps and not readings:
         return None
-    return {"low_ns": min(got), "high_ns": max(got), "steps": len(got)}
+    return {"low_ns": min(steps or [step]) - below, "high_ns": max(steps or [step]) + above, "steps": len(steps),
+            "readings": readings}
 
 
 def _removal(removed: dict) -> str:
