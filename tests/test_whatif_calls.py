@@ -134,3 +134,23 @@ def test_the_range_holds_both_readings_of_the_calls(docs):
     exposed = p["exposed_comm_ns"]["dp"]
     assert r["low_ns"] <= p["step_time_ns"] - (exposed - calls["low_ns"]) + 1
     assert r["high_ns"] >= p["step_time_ns"] + (calls["high_ns"] - exposed) - 1
+
+
+@pytest.mark.slow
+def test_a_strategy_the_run_lacks_is_said_to_be_unmeasured():
+    """ddp4 has no tensor-parallel collective: a tp2 target's tp calls have no cost per call of their own, which the
+    forecast says (JSON unmeasured, and a line under its kind); tp2 to tp4 has its own calls to cost."""
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+
+    def run(name, layout, fmt="json"):
+        got = CliRunner().invoke(main, ["whatif", str(RUNS / name), "--layout", layout, "--format", fmt])
+        assert got.exit_code == 0, got.output
+        return got.stdout
+
+    import json
+
+    assert json.loads(run("ddp4", "dp=2,tp=2"))["unmeasured"] == ["tp"]
+    assert "not measured: the run has no tp communication" in run("ddp4", "dp=2,tp=2", "text")
+    assert json.loads(run("tp2", "dp=1,tp=4"))["unmeasured"] == []

@@ -34,6 +34,9 @@ def _kind_lines(doc: dict) -> list[str]:
         verdict = "reliable" if k["reliable"] else "not reliable" if k["error"] is not None else "not validated"
         pairs = "; ".join(f"{p['pair']}: {_signed(p['error'])}" for p in k["pairs"]) or "no validation pair"
         out.append(f"  kind: {kind_label(k)} ({k['what']}), {error_text(k)}: {verdict} [{pairs}; {k['source']}]")
+    for k in doc.get("unmeasured") or []:
+        out.append(f"  not measured: the run has no {k} communication, so the target's {k} calls are costed at the "
+                   f"run's exposed time per byte of the others (their latency per call unknown)")
     if doc.get("remedy"):
         out.append(f"  step unknown: {doc['remedy']}")
     return out

@@ -144,6 +144,7 @@ def forecast(m: dict, given: dict) -> dict:
                                                    for k, v in exposed.items()},
                 "calls": {k: v["calls"] for k, v in exposed.items() if "calls" in v}},
         "inputs": inputs,
+        "unmeasured": sorted(k for k, v in exposed.items() if v.get("unmeasured")),
     }
 
 
@@ -196,8 +197,8 @@ def _exposed(m, volume, s, t, inputs):
                 got_ns[k] * b / n, f"measured {k} exposed time x target bytes / the run's {what} "
                                    f"({duration(got_ns[k])} x {b:,.0f} / {n:,.0f})")
         elif per_byte is not None:
-            out[k] = fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
-                          f"target bytes: the run did not use {k}")
+            out[k] = {**fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
+                                           f"target bytes: the run did not use {k}"), "unmeasured": True}
         else:
             out[k] = fact(None, "no measured communication time per byte")
     return out
