@@ -108,6 +108,18 @@ def test_the_targets_calls_are_the_ones_its_implementation_made(docs, run, zero,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("zero,target_run", [(2, "fsdp2_zero2_accum_dp4"), (3, "fsdp2_zero3_accum_dp4")])
+def test_with_micro_batches_fsdp2_gathers_again_each_one(docs, zero, target_run):
+    """With gradient accumulation (ddp2_accum_m4: m = 4, 2 layers), FSDP2 all-gathers each unit for every
+    micro-batch (ZeRO-2's parameters are resharded after each backward; ZeRO-3 gathers again in backward but the
+    root), as the accumulating FSDP2 runs did; their reduce-scatters, buffered to the last micro-batch
+    (set_requires_gradient_sync), are the notes' round per micro-batch in the forecast (12, not the runs' 3)."""
+    calls = {c["op"]: c["per_step"] for c in docs("ddp2_accum_m4", zero)["how"]["calls"]["dp"]["per_step"]}
+    assert calls["all_gather"] == made_calls(target_run)["all_gather"]
+    assert (calls["reduce_scatter"], made_calls(target_run)["reduce_scatter"]) == (12, 3)
+
+
+@pytest.mark.slow
 def test_zero3_from_ddp_costs_its_calls_between_latency_and_bandwidth(docs):
     """quiet_ddp2 (4 layers, 821,504 parameters, fp32): DDP's two buckets a step, all-reduced over 2 ranks (2 steps
     each, together the 4 B x 821,504 gradient bytes moved once); FSDP2 over 5 units (4 layers and the root): 9

@@ -27,8 +27,8 @@ RING_ROUNDS = {"all_reduce": (2, True), "all_gather": (1, True), "reduce_scatter
                "gather": (1, True), "scatter": (1, True), "broadcast": (1, False), "reduce": (1, False),
                "barrier": (1, False)}  # op: (rounds of g - 1 steps, whether each rank moves (g - 1) / g of n)
 IMPLEMENTATION = {0: "DDP: an all-reduce per gradient bucket", 1: "DDP's all-reduces and ZeroRedundancyOptimizer's "
-                  "broadcast of each rank's updated partition", 2: "FSDP2 without resharding after forward: an "
-                  "all-gather per unit and step, a reduce-scatter per unit and micro-batch", 3: "FSDP2: per unit and "
+                  "broadcast of each rank's updated partition", 2: "FSDP2 without resharding after forward: per unit and "
+                  "micro-batch an all-gather and a reduce-scatter", 3: "FSDP2: per unit and "
                   "micro-batch an all-gather in forward, one in backward (the root's kept), a reduce-scatter"}
 
 
@@ -105,7 +105,7 @@ def target_calls(run: list[tuple], k: str, t: dict, facts: dict) -> tuple[list, 
                 + " in the target's groups, their bytes in all the notes' bytes")
     units, m, phi = facts["units"], facts["m"], facts["Phi_bytes"]
     if zero >= 2:
-        gathers = units if zero == 2 else (2 * units - 1) * m
+        gathers = (units if zero == 2 else 2 * units - 1) * m  # a micro-batch's backward reshards: gathered again
         return ([("all_gather", g, phi / units, gathers), ("reduce_scatter", g, phi / units, units * m)],
                 f"as {IMPLEMENTATION[zero]} ({units} units: the layers a device holds and the root, Phi split evenly)")
     if facts["run_zero"] <= 1:  # DDP's all-reduces as the run made them, each x Phi target / run
