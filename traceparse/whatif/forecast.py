@@ -229,25 +229,27 @@ def _per_call(m, k, s, t, inputs, volume, got_ns) -> dict | None:
     r = cost_ratio(f["value"], run, target)
     if r is None:
         return None
-    fitted = f["value"]
-    if fitted["alpha"] is not None:
-        shown = {2: "latency and bandwidth", 1: f"{'latency' if fitted['beta'] == 0 else 'bandwidth'} alone"}[
-            len(fitted["shown"])]
-        how = (f"fitted over the run's {fitted['calls']} {k} calls, which show {shown}: {duration(fitted['alpha'])} "
-               f"per step, {fitted['beta']:.4g} ns per byte moved, error {fitted['rms_error']:.0%}")
-    else:
-        sizes = "one size of one op" if fitted["sizes"] == 1 else f"{fitted['sizes']} sizes"
-        how = (f"the run's {fitted['calls']} {k} calls ({sizes}) cannot tell latency from bandwidth: the geometric "
-               f"mean of the ratio read as all latency (x {r['latency']:.3g}) and as all bandwidth (x "
-               f"{r['bandwidth']:.3g})")
+    calls = ", ".join(f"{per:.3g} {op} of {size(n)} over {g}" for op, g, n, per in target)
     got = fact(got_ns * r["value"], f"measured {k} exposed time {duration(got_ns)} x the target's calls' cost / the "
                                     f"run's = x {r['value']:.3g} (a call: latency x steps + bytes moved / bandwidth, the "
-                                    f"ring model; {how}); the target's calls: {what}: "
-                                    + ", ".join(f"{per:.3g} {op} of {size(n)} over {g}" for op, g, n, per in target)
-                                    + " a step")
+                                    f"ring model; {_fit_text(k, f['value'], r)}); the target's calls: {what}: {calls} "
+                                    "a step")
     return {**got, "calls": {"per_step": [{"op": op, "group_size": g, "bytes": n, "per_step": per}
                                           for op, g, n, per in target],
                              "low_ns": got_ns * r["low"], "high_ns": got_ns * r["high"]}}
+
+
+def _fit_text(k: str, fitted: dict, r: dict) -> str:
+    """What the run's calls of ``k`` told of a call's cost (calls.fit) and how the ratio ``r`` was read."""
+    if fitted["alpha"] is None:
+        sizes = "one size of one op" if fitted["sizes"] == 1 else f"{fitted['sizes']} sizes"
+        return (f"the run's {fitted['calls']} {k} calls ({sizes}) cannot tell latency from bandwidth: the geometric "
+                f"mean of the ratio read as all latency (x {r['latency']:.3g}) and as all bandwidth (x "
+                f"{r['bandwidth']:.3g})")
+    shown = " and ".join({"alpha": "latency", "beta": "bandwidth"}[c] for c in fitted["shown"])
+    shown += " alone" if len(fitted["shown"]) == 1 else ""
+    return (f"fitted over the run's {fitted['calls']} {k} calls, which show {shown}: {duration(fitted['alpha'])} per "
+            f"step, {fitted['beta']:.4g} ns per byte moved, error {fitted['rms_error']:.0%}")
 
 
 def _optimizer(m, s, t, params):
