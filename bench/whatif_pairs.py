@@ -49,6 +49,8 @@ PAIRS = [
     ("quiet, data parallel: ZeRO-1 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=1", "", "quiet_zero1_dp2"),
     ("quiet, data parallel: ZeRO-2 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2"),
     ("quiet, data parallel: ZeRO-3 from DDP (2 ranks)", "quiet_ddp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2"),
+    ("quiet, pipeline introduced: 1F1B m = 2 from DDP (2 ranks, the same global batch)", "quiet_ddp2",
+     "dp=1,pp=2,pp_schedule=1f1b,microbatches=2", "", "quiet_pp2_1f1b_m2"),
     ("quiet, data parallel: FSDP2 ZeRO-3 from ZeRO-2 (2 ranks)", "quiet_fsdp2_zero2_dp2", "zero_stage=3", "",
      "quiet_fsdp2_zero3_dp2"),
     ("quiet, data parallel: FSDP2 ZeRO-2 from ZeRO-3 (2 ranks)", "quiet_fsdp2_zero3_dp2", "zero_stage=2", "",

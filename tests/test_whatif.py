@@ -211,6 +211,8 @@ PAIRS = [
     ("quiet zero1 from ddp", "quiet_ddp2", "zero_stage=1", "", "quiet_zero1_dp2", ("compute",)),
     ("quiet zero2 from ddp", "quiet_ddp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2", ("exposed dp",)),
     ("quiet zero3 from ddp", "quiet_ddp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2", ("other", "exposed dp")),
+    ("quiet pp introduced", "quiet_ddp2", "dp=1,pp=2,pp_schedule=1f1b,microbatches=2", "", "quiet_pp2_1f1b_m2",
+     ("compute",)),
     ("quiet fsdp2 zero3 from zero2", "quiet_fsdp2_zero2_dp2", "zero_stage=3", "", "quiet_fsdp2_zero3_dp2", ()),
     ("quiet fsdp2 zero2 from zero3", "quiet_fsdp2_zero3_dp2", "zero_stage=2", "", "quiet_fsdp2_zero2_dp2", ("compute",)),
     ("quiet straggler removed, ddp2", "quiet_straggler_ddp2", "without_straggler", "", "quiet_ddp2", ()),
@@ -254,6 +256,7 @@ PAIR_KINDS = {
     "quiet zero1 from ddp": ("zero1", "quiet, data parallel: ZeRO-1 from DDP (2 ranks)"),
     "quiet zero2 from ddp": ("zero2", "quiet, data parallel: ZeRO-2 from DDP (2 ranks)"),
     "quiet zero3 from ddp": ("zero3", "quiet, data parallel: ZeRO-3 from DDP (2 ranks)"),
+    "quiet pp introduced": ("pp", "quiet, pipeline introduced: 1F1B m = 2 from DDP (2 ranks, the same global batch)"),
     "quiet fsdp2 zero3 from zero2": ("zero_other", "quiet, data parallel: FSDP2 ZeRO-3 from ZeRO-2 (2 ranks)"),
     "quiet fsdp2 zero2 from zero3": ("zero_other", "quiet, data parallel: FSDP2 ZeRO-2 from ZeRO-3 (2 ranks)"),
     "quiet straggler removed, ddp2": ("straggler", "quiet, straggler removed: DDP, rank 1 slow (2 ranks)"),
@@ -496,7 +499,9 @@ def test_every_sweep_row_states_its_kind_and_error():
 @pytest.mark.slow
 def test_an_unknown_step_names_what_would_make_it_forecastable():
     """pp4_1f1b_m4 has no data-parallel collective, so the dp bytes (and the step) of a dp > 1 layout are unknown:
-    the row says to state the parameter count with --given params=N, and stating it gives every such row a step."""
+    the row says to state the parameter count with --given params=N. Stated, the bytes are known, but the run
+    still has no collective whose cost a dp or tp call could be read from (its pipeline's sends are mostly the
+    bubble's waits): those rows say so; the pipeline-only rows have a step."""
     def rows(*args):
         got = CliRunner().invoke(main, ["whatif", str(RUNS / "pp4_1f1b_m4"), "--sweep", "--format", "json", *args])
         assert got.exit_code == 0, got.output
@@ -505,11 +510,16 @@ def test_an_unknown_step_names_what_would_make_it_forecastable():
     unknown = [c for c in rows() if c["prediction"]["step_time_ns"] is None]
     assert unknown and all(c["tier"] in ("step_unknown", "excluded") for c in unknown)
     for c in unknown:
-        assert "dp: " in c["remedy"] and "--given params=N" in c["remedy"], c["remedy"]
+        if c["layout"]["dp"] > 1:
+            assert "dp: " in c["remedy"] and "--given params=N" in c["remedy"], c["remedy"]
     text = CliRunner().invoke(main, ["whatif", str(RUNS / "pp4_1f1b_m4"), "--sweep"]).output
     assert "no step time (what would make it forecastable):" in text and "state it with --given params=N" in text
     params = truth("pp4_1f1b_m4")["model"]["params"]
-    assert all(c["prediction"]["step_time_ns"] is not None for c in rows("--given", f"params={params}"))
+    for c in rows("--given", f"params={params}"):
+        collectives = [k for k in ("dp", "tp") if c["layout"][k] > 1]
+        assert (c["prediction"]["step_time_ns"] is None) == bool(collectives), c["layout"]
+        for k in collectives:
+            assert f"{k}: the run has no collective" in c["remedy"] and f"a run that uses {k}" in c["remedy"]
 
 
 def test_whatif_needs_a_layout_or_sweep():

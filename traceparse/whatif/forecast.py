@@ -179,12 +179,13 @@ def _exposed(m, volume, s, t, inputs):
     run's did (``_per_call``); where the run's calls or the facts their sizes need are unknown, x target bytes / the
     run's bytes by the same formula (so what the framework moves beyond the formula, e.g. an unsharded root, scales
     along), else / the run's measured bytes; a strategy the run did not use: the run's exposed time per measured
-    byte."""
+    byte of its other strategies but the pipeline's (whose exposed time is mostly the bubble's waits)."""
     got_ns = {k: f["value"] for k, f in m["exposed_comm_ns"].items() if f["value"] is not None}
     basis = {k: (f["value"], "measured bytes") for k, f in m["bytes"].items() if f["value"]}
     basis.update({k: (f["value"], "bytes by the notes' formula with the run's layout") for k, f in
                   m["formula_bytes"].items()})
-    measured = {k: f["value"] for k, f in m["bytes"].items() if f["value"] and k in got_ns}
+    # per byte over the collectives' strategies: a pipeline's exposed time is mostly its bubble's waits, not transfer
+    measured = {k: f["value"] for k, f in m["bytes"].items() if f["value"] and k in got_ns and k != "pp"}
     per_byte = sum(got_ns[k] for k in measured) / sum(measured.values()) if measured else None
     out = {}
     for k, v in volume.items():
@@ -200,7 +201,8 @@ def _exposed(m, volume, s, t, inputs):
             out[k] = {**fact(per_byte * b, f"the run's exposed time per byte over every strategy ({per_byte:.4g} ns/B) x "
                                            f"target bytes: the run did not use {k}"), "unmeasured": True}
         else:
-            out[k] = fact(None, "no measured communication time per byte")
+            out[k] = fact(None, "no collective measured: the run's only communication is the pipeline's sends"
+                          if got_ns and not set(got_ns) - {"pp"} else "no measured communication time per byte")
     return out
 
 
