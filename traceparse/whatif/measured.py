@@ -135,8 +135,9 @@ def _calls(con) -> tuple[dict, dict]:
     transfers = {}
     for s, op, g, n, ns in con.table("whatif_transfers").fetchall():
         transfers.setdefault(s, []).append((op, g, n, ns))
-    src = ("whatif_transfers: non-negative least squares of each collective's transfer (from its last member's "
-           "arrival to its completion; unmatched: its duration) on the ring model's steps and bytes moved")
+    src = ("whatif_transfers: least squares of each collective's transfer (from its last member's arrival to its "
+           "completion; unmatched: its duration) on the ring model's steps and bytes moved, each coefficient kept where "
+           "the calls show it above 0 ([stats] alpha; calls.fit)")
     return ({s: fact(v, "whatif_calls: the collectives a rank issues per profiled step, by op and group size, and "
                         "their mean size") for s, v in calls.items()},
             {s: fact(fit(v), src) for s, v in transfers.items()})
