@@ -99,7 +99,7 @@ def made_calls(run) -> dict:
     ("ddp4", 1, "zero1_dp4"), ("ddp4", 2, "fsdp2_zero2_dp4"), ("ddp4", 3, "fsdp2_zero3_dp4"),
     ("quiet_ddp2", 1, "quiet_zero1_dp2"), ("quiet_ddp2", 2, "quiet_fsdp2_zero2_dp2"),
     ("quiet_ddp2", 3, "quiet_fsdp2_zero3_dp2"), ("quiet_fsdp2_zero2_dp2", 3, "quiet_fsdp2_zero3_dp2"),
-    ("quiet_fsdp2_zero3_dp2", 2, "quiet_fsdp2_zero2_dp2")])
+    ("quiet_fsdp2_zero3_dp2", 2, "quiet_fsdp2_zero2_dp2"), ("zero1_dp4", 0, "ddp4"), ("quiet_zero1_dp2", 0, "quiet_ddp2")])
 def test_the_targets_calls_are_the_ones_its_implementation_made(docs, run, zero, target_run):
     """The calls a ZeRO stage's forecast costs, per op, are the calls the run of that stage made a step."""
     calls = docs(run, zero)["how"]["calls"]["dp"]["per_step"]

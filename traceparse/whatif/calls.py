@@ -108,8 +108,10 @@ def target_calls(run: list[tuple], k: str, t: dict, facts: dict) -> tuple[list, 
         gathers = (units if zero == 2 else 2 * units - 1) * m  # a micro-batch's backward reshards: gathered again
         return ([("all_gather", g, phi / units, gathers), ("reduce_scatter", g, phi / units, units * m)],
                 f"as {IMPLEMENTATION[zero]} ({units} units: the layers a device holds and the root, Phi split evenly)")
-    if facts["run_zero"] <= 1:  # DDP's all-reduces as the run made them, each x Phi target / run
-        out = [(op, group(size, k, s, t), n * facts["phi"], per) for op, size, n, per in run if op == "all_reduce"]
+    if facts["run_zero"] <= 1:  # DDP's calls as the run made them (its gradients' all-reduces x Phi target / run;
+        # its buffers' broadcasts as they were), less ZeroRedundancyOptimizer's broadcasts of a ZeRO-1 run
+        out = [(op, group(size, k, s, t), n * facts["phi"] if op == "all_reduce" else n, per)
+               for op, size, n, per in run if not (op == "broadcast" and facts["run_zero"] == 1)]
     else:
         out = _buckets(phi, g)
     return out + ([("broadcast", g, phi / g, g)] if zero == 1 else []), f"as {IMPLEMENTATION[zero]}"
