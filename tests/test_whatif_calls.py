@@ -6,12 +6,15 @@ with the calls the fixture runs of that stage really made (FSDP2 and ZeroRedunda
 their traces), and the forecast's ratio with the one worked from the run's configuration.
 """
 
+import json
 import math
 import random
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from traceparse.cli import main
 from traceparse.document import document
 from traceparse.load.run import open_run
 from traceparse.whatif import whatif_document
@@ -154,16 +157,10 @@ def test_the_range_holds_both_readings_of_the_calls(docs):
 def test_a_strategy_the_run_lacks_is_said_to_be_unmeasured():
     """ddp4 has no tensor-parallel collective: a tp2 target's tp calls have no cost per call of their own, which the
     forecast says (JSON unmeasured, and a line under its kind); tp2 to tp4 has its own calls to cost."""
-    from click.testing import CliRunner
-
-    from traceparse.cli import main
-
     def run(name, layout, fmt="json"):
         got = CliRunner().invoke(main, ["whatif", str(RUNS / name), "--layout", layout, "--format", fmt])
         assert got.exit_code == 0, got.output
         return got.stdout
-
-    import json
 
     assert json.loads(run("ddp4", "dp=2,tp=2"))["unmeasured"] == ["tp"]
     assert "not measured: the run has no tp communication" in run("ddp4", "dp=2,tp=2", "text")

@@ -49,9 +49,10 @@ def _range_lines(r: dict | None) -> list[str]:
 
 
 def _range_source(r: dict) -> str:
-    steps = f"from each of the {r['steps']} profiled steps' own terms" if r["steps"] else ""
-    calls = "each strategy's calls read as all latency and as all bandwidth" if r.get("readings") else ""
-    return " and ".join(x for x in (steps, calls) if x) if steps else f"with {calls}"
+    calls = "each strategy's calls read as all latency and as all bandwidth"
+    if not r["steps"]:
+        return f"with {calls}"
+    return f"from each of the {r['steps']} profiled steps' own terms" + (f" and {calls}" if r.get("readings") else "")
 
 
 def _range(r: dict) -> str:

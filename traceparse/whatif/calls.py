@@ -79,8 +79,9 @@ def cost_ratio(f: dict, run: list[tuple], target: list[tuple]) -> dict | None:
     the run's calls cost nothing by the model."""
     if f["alpha"] is not None:
         c_run = cost(run, f["alpha"], f["beta"])
-        r = cost(target, f["alpha"], f["beta"]) / c_run if c_run > 0 else None
-        return None if r is None else dict.fromkeys(("value", "low", "high", "latency", "bandwidth"), r)
+        if c_run <= 0:
+            return None
+        return dict.fromkeys(("value", "low", "high", "latency", "bandwidth"), cost(target, f["alpha"], f["beta"]) / c_run)
     readings = []
     for a, b in ((1.0, 0.0), (0.0, 1.0)):
         c_run = cost(run, a, b)

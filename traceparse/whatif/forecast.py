@@ -223,7 +223,7 @@ def _per_call(m, k, s, t, inputs, volume, got_ns) -> dict | None:
             return None
         facts = {"per_call": (L_t * t["microbatches"]) / (L_s * s["microbatches"])}
     else:  # sized by the parameters; FSDP2's calls are per unit (the layers a device holds, and the root)
-        if None in (phi_s, phi_t, dl) or L_t is None and t["zero_stage"] >= 2 and t["zero_stage"] != s["zero_stage"]:
+        if None in (phi_s, phi_t, dl) or (L_t is None and t["zero_stage"] >= 2 and t["zero_stage"] != s["zero_stage"]):
             return None
         facts = {"per_call": 1, "Phi_bytes": phi_t * dl, "phi": phi_t / phi_s, "units": round(L_t or 0) + 1}
     facts.update(volume=volume, layout=s, run_zero=s["zero_stage"], m=t["microbatches"])
