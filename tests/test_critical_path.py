@@ -18,7 +18,7 @@ from traces import step, trace, write, x
 from traceparse import stats
 from traceparse.document import analyze
 from traceparse.load.run import open_run
-from traceparse.vocabulary.step_graph import step_graphs
+from traceparse.vocabulary.step_graph import by_stretch, step_graphs
 from traceparse.vocabulary.critical_path import BindingPath, critical_path_section, totals
 
 US = 1000
@@ -86,7 +86,7 @@ def test_a_kernel_waits_for_the_event_it_started_after(tmp_path):
     nothing."""
     with open_run([str(p) for p in two_ranks(tmp_path, (700, 701))]) as con:
         (g,) = step_graphs(con)
-        faster = g.replay(lambda r, _lane, name, *_: 0.6 if (r, name) == (1, "gemm") else 1.0)
+        faster = g.replay(by_stretch(lambda r, _lane, name, *_: 0.6 if (r, name) == (1, "gemm") else 1.0))
         assert g.end_ns() - faster["end_ns"] == 200 * US
         s = critical_path_section([g])["steps"][0]
         assert s["top"][0]["name"] == "gemm" and s["top"][0]["dur_ns"] == 500 * US

@@ -9,7 +9,7 @@ from traces import load, step, thread_name, trace, write, x
 
 from traceparse.load.run import open_run
 from traceparse.vocabulary.savings import hidden_cost, rank_excess, work_by_name
-from traceparse.vocabulary.step_graph import step_graphs
+from traceparse.vocabulary.step_graph import by_stretch, step_graphs
 
 US = 1000
 ALLREDUCE_ARGS = {"Input Dims": [[[4]], [], [], [], [], []], "Input type": ["TensorList", "", "", "", "Scalar", "Scalar"],
@@ -84,10 +84,10 @@ def test_a_replay_asks_its_scale_only_for_the_lanes_named_and_replays_the_others
     def points():
         return {(lane.rank, lane.key, k): v for lane in g.lanes.values() for k, v in enumerate(lane.out)}
 
-    whole = g.replay(half_of_rank_1)
+    whole = g.replay(by_stretch(half_of_rank_1))
     every = points()
     asked.clear()
-    assert g.replay(half_of_rank_1, lanes=g.lanes_of({1})) == whole and points() == every
+    assert g.replay(by_stretch(half_of_rank_1), lanes=g.lanes_of({1})) == whole and points() == every
     assert asked == {1} and whole["end_ns"] < g.end_ns()
 
 

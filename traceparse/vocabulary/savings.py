@@ -20,9 +20,10 @@ the heavy stage at the mean. The GPUs' waits on their hosts (``host_wait_cost``)
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections import defaultdict
+
+import numpy as np
 
 from traceparse.vocabulary.step_graph import WORK
 
@@ -102,8 +103,8 @@ def rank_excess(graph, rank: int, peers: list[int], floor: dict | None = None) -
     if not factor:
         return {"saved_ns": 0, "share": 0.0, "kind": None, "excess_ns": 0}
 
-    def scale(r, lane_key, name, *_):
-        return factor.get((lane_key[0], name), 1.0) if r == rank else 1.0
+    def scale(lane):
+        return [factor.get((lane.key[0], name), 1.0) for name in lane.names] if lane.rank == rank else None
 
     return {**_saved(graph, graph.replay(scale, lanes=graph.lanes_of({rank}))), "kind": max(excess, key=excess.get),
             "excess_ns": sum(excess.values())}
@@ -230,20 +231,14 @@ def strategy_costs(graphs: list, strategies) -> dict:
 def stage_cost(graphs: list, ranks, factor: float) -> dict:
     """What a heavy pipeline stage costs each profiled step: the ops of its ``ranks`` replayed at ``factor`` of
     their measured time (the stages' mean compute floor / the stage's), time in no op as it was; ``over_steps``."""
-    def scale(r, _lane_key, name, *_):
-        return factor if r in ranks and name is not None else 1.0
-
-    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lanes=g.lanes_of(ranks))))
+    return over_steps(graphs, lambda g: _saved(g, g.replay(_in_ops(ranks, factor), lanes=g.lanes_of(ranks))))
 
 
 def pipeline_cost(graphs: list, heavy=(), factor: float = 1.0) -> dict:
     """What a pipeline's bubble beyond its schedule costs each profiled step: its point-to-point (pp) transfers
     replayed as nothing and the ops of its heavy stage's ranks (``heavy``) at ``factor`` of their time (the stages'
     mean compute floor / the stage's), so that only the schedule's own ramp is left; ``over_steps``."""
-    def scale(r, _lane_key, name, *_):
-        return factor if r in heavy and name is not None else 1.0
-
-    return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lambda d: 0.0 if d["strategy"] == "pp" else 1.0,
+    return over_steps(graphs, lambda g: _saved(g, g.replay(_in_ops(heavy, factor), lambda d: 0.0 if d["strategy"] == "pp" else 1.0,
                                                             g.lanes_of(heavy))))
 
 
@@ -251,22 +246,34 @@ def host_wait_cost(graphs: list, waits: dict) -> dict:
     """What the GPUs' waits on their hosts cost each profiled step: the launching threads' time while their GPU sat
     idle waiting for the next launch (``waits``: {(rank, thread): sorted disjoint [(start, launch)]}, gpu_time.sql
     gpu_gaps) replayed as nothing, so each launch comes when the GPU went idle; ``over_steps``."""
-    starts = {k: [a for a, _ in v] for k, v in waits.items()}
-
-    def scale(r, lane_key, _name, s, e):
-        got = waits.get((r, lane_key[1])) if lane_key[0] == "cpu" and e > s else None
-        return 1.0 - _overlap(got, starts[(r, lane_key[1])], s, e) / (e - s) if got else 1.0
+    def scale(lane):
+        got = waits.get((lane.rank, lane.key[1])) if lane.key[0] == "cpu" else None
+        if not got:
+            return None
+        t = np.asarray(lane.times, np.int64)
+        length = np.diff(t, prepend=t[:1])
+        covered = np.diff(_covered_until(got, t), prepend=0)
+        return np.where(length > 0, 1.0 - covered / np.maximum(length, 1), 1.0).tolist()
 
     return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lanes={(r, "cpu", t) for r, t in waits})))
 
 
-def _overlap(intervals: list, starts: list, s: int, e: int) -> int:
-    """How much of [s, e] the sorted disjoint ``intervals`` cover."""
-    i, got = max(0, bisect.bisect_right(starts, s) - 1), 0
-    while i < len(intervals) and intervals[i][0] < e:
-        got += max(0, min(e, intervals[i][1]) - max(s, intervals[i][0]))
-        i += 1
-    return got
+def _in_ops(ranks, factor: float):
+    """A replay's scale: the work of ``ranks`` in ops (not time in no op) at ``factor`` of its measured time."""
+    def scale(lane):
+        return [1.0 if name is None else factor for name in lane.names] if lane.rank in ranks else None
+
+    return scale
+
+
+def _covered_until(intervals: list, t):
+    """How much of the time up to each moment of ``t`` (a sorted int64 array) the sorted disjoint ``intervals``
+    [(start, end)] cover, exactly (int64)."""
+    starts, ends = (np.array(x, np.int64) for x in zip(*intervals, strict=True))
+    before = np.concatenate(([0], np.cumsum(ends - starts)))  # covered up to each interval's start
+    i = np.searchsorted(starts, t, side="right")  # the intervals started by then
+    last = np.maximum(i - 1, 0)
+    return np.where(i > 0, before[last] + np.minimum(t - starts[last], ends[last] - starts[last]), 0)
 
 
 def over_steps(graphs: list, saving) -> dict:

@@ -47,7 +47,8 @@ class Lane:
     # call a stretch of work is in, a GPU activity
     fixed_before: int = 0  # points at or before this time are not replayed (before the window)
     out: list = field(default_factory=list)  # replayed times
-    scaled: bool = False  # whether the replay under way asks its scale for this lane's work
+    factors: list | None = None  # factors[k]: the replay under way's factor for the work stretch ending at point k
+    # (None: the lane's work as measured)
 
 
 class StepGraph:
@@ -241,17 +242,18 @@ class StepGraph:
     # --- replaying ------------------------------------------------------------------------------------------------
 
     def replay(self, scale=None, transfer=None, lanes=None) -> dict:
-        """Replay the step with each work stretch's duration multiplied by ``scale(rank, lane key, name, start, end)``
-        (the stretch's measured bounds) and each
+        """Replay the step with each work stretch's duration multiplied by its factor, ``scale(lane)[k]`` for the
+        stretch ending at point k of ``lane`` (a sequence as long as the lane's points, asked once per lane and
+        replay; None: the lane's work as measured; ``by_stretch`` makes one from a factor per stretch), and each
         communication operation's transfer (from its release to its completion) by ``transfer(operation)`` (its
         ``cp_completions`` row; None: measured). ``lanes``: the lanes ``scale`` can change (keys of ``self.lanes``:
-        ``lanes_of``), whose work alone it is asked for; the others' is as measured, as ``scale`` would have them (None:
-        every lane). Returns ``{"end_ns": the step's replayed end, "ranks": {rank: replayed window end}}``."""
-        self.scale, self.transfer = scale, transfer
+        ``lanes_of``), the only ones it is asked for; the others' work is as measured, as ``scale`` would have them
+        (None: every lane). Returns ``{"end_ns": the step's replayed end, "ranks": {rank: replayed window end}}``."""
+        self.transfer = transfer
         self.memo_comm = {}
         for key, lane in self.lanes.items():
             lane.out = [None] * len(lane.times)
-            lane.scaled = scale is not None and (lanes is None or key in lanes)
+            lane.factors = scale(lane) if scale is not None and (lanes is None or key in lanes) else None
         if self.order is None:
             self.order = self._by_time()
         compute, order = self._compute, list(self.lanes.values())
@@ -261,9 +263,8 @@ class StepGraph:
             if out[k] is not None:
                 continue
             if k and ln.kinds[k] == WORK and ln.times[k] > ln.fixed_before:  # _work, inline: most points
-                t, prev_t = ln.times[k], ln.times[k - 1]
-                out[k] = out[k - 1] + (round((t - prev_t) * scale(ln.rank, ln.key, ln.names[k], prev_t, t))
-                                       if ln.scaled else t - prev_t)
+                t, prev_t, f = ln.times[k], ln.times[k - 1], ln.factors
+                out[k] = out[k - 1] + (round((t - prev_t) * f[k]) if f is not None else t - prev_t)
             else:
                 out[k] = compute(ln, k)
         ranks = {}
@@ -420,9 +421,9 @@ class StepGraph:
         """Point i of ``ln`` ends a stretch of work (or of time in no op): the point before it, then the stretch's
         measured length, scaled."""
         t, prev_t = ln.times[i], ln.times[i - 1]
-        if not ln.scaled:
+        if ln.factors is None:
             return ln.out[i - 1] + (t - prev_t)
-        return ln.out[i - 1] + round((t - prev_t) * self.scale(ln.rank, ln.key, ln.names[i], prev_t, t))
+        return ln.out[i - 1] + round((t - prev_t) * ln.factors[i])
 
     def _at(self, lane: Lane, t: int) -> int:
         """The replayed time of measured moment ``t`` on ``lane``."""
@@ -433,10 +434,19 @@ class StepGraph:
         base = lane.out[j]
         if base is None:
             base = self._value(lane, j)
-        if lane.scaled and j + 1 < len(times) and lane.kinds[j + 1] == WORK:
-            f = self.scale(lane.rank, lane.key, lane.names[j + 1], times[j], times[j + 1])
-            return base + round((t - times[j]) * f)
+        if lane.factors is not None and j + 1 < len(times) and lane.kinds[j + 1] == WORK:
+            return base + round((t - times[j]) * lane.factors[j + 1])
         return base + (t - times[j])
+
+
+def by_stretch(factor):
+    """A replay's ``scale`` from ``factor(rank, lane key, name, start, end)``, the factor of one work stretch (its op
+    or kernel's name, None in no op, and its measured bounds)."""
+    def scale(lane: Lane) -> list:
+        t, names = lane.times, lane.names
+        return [1.0] + [factor(lane.rank, lane.key, names[k], t[k - 1], t[k]) for k in range(1, len(t))]
+
+    return scale
 
 
 def _started_after(r, a, prev, acts_by_end, act_ends) -> list:
