@@ -43,7 +43,7 @@ from traceparse.store.schema import TABLES, VOCABULARY
 from traceparse.store.trust import literal_path, vouch
 
 VIEWS = ("events", "steps", "threads", "op_args", "comm_args", "memory", "gpu_activity")
-COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times")
+COPIED = ("main_threads", "step_windows", "backward_passes", "pipeline_marks", "comm_ops", "op_self_times", "lane_busy")
 # read while the store is built (layout inference, finish.sql, intervals.sql), not kept
 BUILD_ONLY = ("pass_events", "kernel_call", "size_gap", "placed_intervals")
 # the columns of each per-rank table that are moments (not durations): moved by the rank's clock shift as they are read

@@ -5,7 +5,7 @@ One definition serves three readers: the CREATE TABLE statements, the
 of docs/schema.md (``traceparse schema`` prints it; a test keeps them equal).
 """
 
-SCHEMA_VERSION = 4  # 3: ranks.kept_until_ns, incomplete_steps; 4: clocks, clock_shift_ns
+SCHEMA_VERSION = 5  # 3: ranks.kept_until_ns, incomplete_steps; 4: clocks, clock_shift_ns; 5: lane_busy
 
 TABLES = {
     "meta": (
@@ -446,6 +446,23 @@ VOCABULARY = {
             ("dims", "VARCHAR", "its recorded input shapes (op_args.input_dims), NULL when not recorded"),
             ("n", "BIGINT", "instances"),
             ("min_self_ns", "BIGINT", "the shortest self time of one instance, ns"),
+        ],
+    ),
+    "lane_busy": (
+        "Vocabulary: per rank, each lane (a CPU thread, or a GPU stream: a lane holding an event the profiler records "
+        "on a GPU's stream) and how long it worked inside the rank's profiled span (its first step window's start to "
+        "its last one's end): the length of the union of its work there (a GPU stream's device work, gpu_activity; a "
+        "CPU thread's events with a duration but ProfilerStep#N), nested and overlapping work once "
+        "(vocabulary/busy_time.sql; the summary's busy table, explain busy_time).",
+        [
+            ("rank", "INTEGER", "rank"),
+            ("pid", "BIGINT", "process"),
+            ("tid", "BIGINT", "thread, or GPU stream"),
+            ("thread_name", "VARCHAR", "the thread's name (events.thread_name)"),
+            ("kind", "VARCHAR", "cpu thread or gpu stream"),
+            ("events", "BIGINT", "its events (a GPU stream: its device work)"),
+            ("busy_ns", "BIGINT", "the union of its work inside the profiled span, ns"),
+            ("busy_fraction", "DOUBLE", "busy_ns / the profiled span's length (4 decimals)"),
         ],
     ),
     "gpu_activity": (

@@ -1,6 +1,7 @@
--- Busy time per lane (a CPU thread or a GPU stream), from events, gpu_activity and step_windows. Run on a store by
--- the document's summary (traceparse/document/summary.py, the busy table); each object is a TEMP view or table of
--- the connection.
+-- Busy time per lane (a CPU thread or a GPU stream), from events, gpu_activity and step_windows. Per rank: run in the
+-- task that parsed the rank (per_rank.py), after gpu_activity.sql, into the store's lane_busy, which the document's
+-- summary reads (traceparse/document/summary.py, the busy table); gpu_lanes and lane_work are TEMP objects of the
+-- task's connection.
 -- reads: events, gpu_activity, interval_union_ns, step_windows
 
 -- lane_work: what each lane of a rank works at, event by event. A lane holding an event the profiler records on a
@@ -22,7 +23,7 @@ WHERE e.dur_ns > 0 AND NOT is_profiler_step(e.name);
 
 -- lane_busy: per lane, the length of the union of its work inside the rank's profiled span (its first step window's
 -- start to its last one's end; nested and overlapping work once), and its share of that span.
-CREATE OR REPLACE TEMP TABLE lane_busy AS
+INSERT INTO lane_busy
 WITH span AS (SELECT rank, min(start_ns) AS w_start, max(end_ns) AS w_end FROM step_windows GROUP BY rank),
 u AS (
     SELECT k.rank, k.pid, k.tid, k.kind, ns::BIGINT AS busy_ns FROM interval_union_ns(

@@ -11,6 +11,7 @@ per batch, not per file) and runs, over every rank of the batch at once (the SQL
   interval_geometry.sql   their intervals of compute and communication, placed in their windows
   op_self_times.sql       the shortest self time of each of their CPU ops (the compute floor's per-rank part)
   gpu_activity.sql        their GPU kernels, memcpys and memsets with the calls that launched them
+  busy_time.sql           how long each of their threads and streams worked in their profiled span
 
 A small run parsed in the driver's own process (``load.run.in_store``) runs the same SQL on the store's connection
 instead, into the store's tables (``tables_in_store``): no session of its own, no Parquet.
@@ -39,7 +40,7 @@ RAW = tuple(SCHEMAS)  # the parser's staged tables (ingest/rank.py)
 PER_RANK = (*(("traceparse.vocabulary", n) for n in UNTAGGED), ("traceparse.vocabulary", "world.sql"),
             ("traceparse.store", "derive.sql"),  # kernel_call, size_gap: read by interval_geometry.sql
             *(("traceparse.vocabulary", n) for n in order(("interval_geometry.sql", "op_self_times.sql",
-                                                           "gpu_activity.sql"))))
+                                                           "gpu_activity.sql", "busy_time.sql"))))
 
 
 def run_per_rank(con):

@@ -246,13 +246,15 @@ def host_wait_cost(graphs: list, waits: dict) -> dict:
     """What the GPUs' waits on their hosts cost each profiled step: the launching threads' time while their GPU sat
     idle waiting for the next launch (``waits``: {(rank, thread): sorted disjoint [(start, launch)]}, gpu_time.sql
     gpu_gaps) replayed as nothing, so each launch comes when the GPU went idle; ``over_steps``."""
+    spans = {k: np.array(v, np.int64).reshape(-1, 2).T for k, v in waits.items() if v}  # (starts, ends)
+
     def scale(lane):
-        got = waits.get((lane.rank, lane.key[1])) if lane.key[0] == "cpu" else None
-        if not got:
+        got = spans.get((lane.rank, lane.key[1])) if lane.key[0] == "cpu" else None
+        if got is None:
             return None
         t = np.asarray(lane.times, np.int64)
         length = np.diff(t, prepend=t[:1])
-        covered = np.diff(_covered_until(got, t), prepend=0)
+        covered = np.diff(_covered_until(*got, t), prepend=0)
         return np.where(length > 0, 1.0 - covered / np.maximum(length, 1), 1.0).tolist()
 
     return over_steps(graphs, lambda g: _saved(g, g.replay(scale, lanes={(r, "cpu", t) for r, t in waits})))
@@ -266,10 +268,9 @@ def _in_ops(ranks, factor: float):
     return scale
 
 
-def _covered_until(intervals: list, t):
-    """How much of the time up to each moment of ``t`` (a sorted int64 array) the sorted disjoint ``intervals``
-    [(start, end)] cover, exactly (int64)."""
-    starts, ends = (np.array(x, np.int64) for x in zip(*intervals, strict=True))
+def _covered_until(starts, ends, t):
+    """How much of the time up to each moment of ``t`` (a sorted int64 array) the sorted disjoint intervals
+    [starts, ends) cover, exactly (int64)."""
     before = np.concatenate(([0], np.cumsum(ends - starts)))  # covered up to each interval's start
     i = np.searchsorted(starts, t, side="right")  # the intervals started by then
     last = np.maximum(i - 1, 0)
