@@ -2,6 +2,7 @@
 blocked, what released each communication operation) and each rank's lanes read from them, in one total order."""
 
 import bisect
+import sys
 
 from traceparse.store.query import rows
 from traceparse.vocabulary.modules import use
@@ -18,8 +19,9 @@ def graph_tables(con):
 def rank_rows(con, rank: int) -> dict:
     """Rank ``rank``'s rows of the graph, each in one total order (the same document whatever order the store holds
     its rows in): ``ops`` (its threads' outermost ops), ``blocking``, ``done`` (its communication completions) and
-    ``acts`` (its GPU activities, with the communication operation each executes)."""
-    return {
+    ``acts`` (its GPU activities, with the communication operation each executes). Names are interned (one string
+    per distinct name, not one per row: a rank's thousands of launches of one kernel)."""
+    got = {
         "ops": rows(con, "SELECT * FROM cp_cpu_ops(?) ORDER BY s, e, tid, name", [rank]),
         "blocking": rows(con, "SELECT * FROM cp_blocking(?) ORDER BY s, e, tid, kind, op_id, name", [rank]),
         "done": rows(con, "SELECT * FROM cp_completions WHERE rank = ? ORDER BY done_ns, op_id", [rank]),
@@ -29,6 +31,11 @@ def rank_rows(con, rank: int) -> dict:
                              LEFT JOIN comm_intervals c ON c.rank = a.rank AND c.ev_id = a.ev_id AND c.part = 'exec'
                              WHERE a.rank = ? ORDER BY a.start_ns, a.end_ns, a.stream, a.name, c.op_id""", [rank]),
     }
+    for part in ("ops", "blocking", "acts"):
+        for row in got[part]:
+            if row["name"] is not None:
+                row["name"] = sys.intern(row["name"])
+    return got
 
 
 def own_gap(evs: list, starts: list, t: int):
