@@ -18,7 +18,7 @@ from traceparse.cli import main
 from traceparse.document import document
 from traceparse.load.run import open_run
 from traceparse.whatif import whatif_document
-from traceparse.whatif.calls import cost_ratio, fit, group, ring
+from traceparse.whatif.calls import cost_ratio, fit, group, ring, target_calls
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -75,6 +75,22 @@ def test_a_group_spans_what_it_spanned():
     dp4_ep2, to_ep4 = {**one, "dp": 4, "ep": 2}, {**one, "dp": 4, "ep": 4}
     assert group(2, "dp", dp4_ep2, to_ep4) == 1 and group(4, "dp", dp4_ep2, to_ep4) == 4
     assert group(2, "tp", {**one, "tp": 2}, {**one, "tp": 4}) == 4
+
+
+def test_a_zero_stage_shards_over_the_gradients_group():
+    """Another ZeRO stage's calls span the ranks the gradients are reduced over, N_DP N_CP N_SP (FSDP2 over its
+    dp_shard x cp mesh, Megatron's distributed optimizer over dp x cp, DeepSpeed's over its sequence-data-parallel
+    group): a ZeRO-3 target of dp = 2, cp = 2 gathers over 4 ranks, ZeRO-1's broadcasts too."""
+    one = dict.fromkeys(("dp", "tp", "pp", "cp", "sp", "ep"), 1)
+    run_layout, target = {**one, "dp": 2, "cp": 2}, {**one, "dp": 2, "cp": 2}
+    facts = {"layout": run_layout, "run_zero": 0, "units": 3, "m": 1, "Phi_bytes": 3e6, "phi": 1.0, "volume": 1.0,
+             "per_call": 1.0}
+    calls, _ = target_calls([("all_reduce", 4, 3e6, 1)], "dp", {**target, "zero_stage": 3}, facts)
+    assert {(op, g) for op, g, *_ in calls} == {("all_gather", 4), ("reduce_scatter", 4)}
+    calls, _ = target_calls([("all_reduce", 4, 3e6, 1)], "dp", {**target, "zero_stage": 1}, facts)
+    assert ("broadcast", 4, 3e6 / 4, 4) in calls and ("all_reduce", 4, 3e6, 1) in calls
+    calls, _ = target_calls([], "dp", {**one, "dp": 2, "sp": 2, "zero_stage": 1}, {**facts, "run_zero": 2})
+    assert {(op, g) for op, g, *_ in calls} == {("all_reduce", 4), ("broadcast", 4)}
 
 
 @pytest.fixture(scope="module")

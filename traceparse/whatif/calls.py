@@ -98,13 +98,14 @@ def target_calls(run: list[tuple], k: str, t: dict, facts: dict) -> tuple[list, 
     volume (the target's bytes over the run's by the notes' formula), per_call (calls per step, target over run:
     layers per device x m), m; for data parallelism: Phi_bytes (the target's delta Phi_dp), phi (Phi_dp, target over
     run), units (the target's layers per device + 1)}."""
-    g, zero, s = t[k], t["zero_stage"], facts["layout"]
+    zero, s = t["zero_stage"], facts["layout"]
     if k != "dp" or zero == facts["run_zero"]:  # the same implementation: the run's calls, in the target's groups
         c = facts["per_call"]
         return ([(op, group(size, k, s, t), n * facts["volume"] / c, per * c) for op, size, n, per in run],
                 f"the run's {k} calls" + (f" x {c:.3g} (layers per device x m, target / run)" if c != 1 else "")
                 + " in the target's groups, their bytes in all the notes' bytes")
     units, m, phi = facts["units"], facts["m"], facts["Phi_bytes"]
+    g = t["dp"] * t["cp"] * t["sp"]  # ZeRO shards over the gradients' group: CP and Ulysses shards with the replicas
     if zero >= 2:
         gathers = (units if zero == 2 else 2 * units - 1) * m  # a micro-batch's backward reshards: gathered again
         return ([("all_gather", g, phi / units, gathers), ("reduce_scatter", g, phi / units, units * m)],
