@@ -238,8 +238,10 @@ def pipeline_cost(graphs: list, heavy=(), factor: float = 1.0) -> dict:
     """What a pipeline's bubble beyond its schedule costs each profiled step: its point-to-point (pp) transfers
     replayed as nothing and the ops of its heavy stage's ranks (``heavy``) at ``factor`` of their time (the stages'
     mean compute floor / the stage's), so that only the schedule's own ramp is left; ``over_steps``."""
-    return over_steps(graphs, lambda g: _saved(g, g.replay(_in_ops(heavy, factor), lambda d: 0.0 if d["strategy"] == "pp" else 1.0,
-                                                            g.lanes_of(heavy))))
+    def free_pp(d):
+        return 0.0 if d["strategy"] == "pp" else 1.0
+
+    return over_steps(graphs, lambda g: _saved(g, g.replay(_in_ops(heavy, factor), free_pp, g.lanes_of(heavy))))
 
 
 def host_wait_cost(graphs: list, waits: dict) -> dict:

@@ -444,7 +444,7 @@ def by_stretch(factor):
     or kernel's name, None in no op, and its measured bounds)."""
     def scale(lane: Lane) -> list:
         t, names = lane.times, lane.names
-        return [1.0] + [factor(lane.rank, lane.key, names[k], t[k - 1], t[k]) for k in range(1, len(t))]
+        return [factor(lane.rank, lane.key, names[k], t[k - 1], t[k]) if k else 1.0 for k in range(len(t))]
 
     return scale
 
