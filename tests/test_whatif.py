@@ -10,6 +10,7 @@ import json
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import public_trace
@@ -18,6 +19,7 @@ from traceparse.cli import main
 from traceparse.document import document
 from traceparse.layout.stated import parse_stated
 from traceparse.load.run import open_run
+from traceparse.render.whatif import render_whatif
 from traceparse.units import size
 from traceparse.whatif import whatif_document
 from traceparse.whatif.sweep import TIERS
@@ -527,28 +529,28 @@ def test_whatif_needs_a_layout_or_sweep():
 
 
 @pytest.mark.slow
-def test_communication_fit_is_least_squares_of_time_on_bytes():
-    """Per (strategy, op, group size) on a real RCCL trace: the fit equals statistics.linear_regression over
-    the profiled operations (bytes: the larger of input and output; time: execution, else the CPU call)."""
-    import statistics
-
+def test_communication_fit_is_least_squares_of_the_ring_model():
+    """On a real RCCL trace (one rank of an 8-GPU DDP job, so no collective is matched and each one's transfer is its
+    own time: the execution, else the CPU call), the strategy's fit is the least squares, without intercept, of time
+    on the ring model's latency steps and bytes moved (an all-reduce over g ranks: 2 (g - 1) steps, 2 (g - 1) / g of
+    its bytes, the larger of input and output; a broadcast: g - 1 steps, all of them), solved here by numpy; the text
+    reports it."""
     trace = public_trace("tracelens/mi300_resnet_ddp_rank0.json.gz")
     with open_run([trace]) as con:
         doc = whatif_document(con, document(con, 10, {}), {"dp": 2})
         ops = con.execute(
-            "SELECT strategy, op, greatest(bytes_in, coalesce(bytes_out, 0)), coalesce(exec_dur_ns, host_dur_ns) "
-            "FROM comm_ops WHERE step IS NOT NULL AND bytes_in > 0").fetchall()
-    fits = doc["measured"]["comm_fit"]
-    assert fits
-    for f in fits:
-        xs = [b for s, op, b, _ in ops if (s, op) == (f["strategy"], f["op"])]
-        ys = [t for s, op, _, t in ops if (s, op) == (f["strategy"], f["op"])]
-        assert f["ops"] == len(xs) and f["sizes"] == len(set(xs))
-        slope, intercept = statistics.linear_regression(xs, ys)
-        if f["latency_ns"] is not None:
-            assert f["latency_ns"] == pytest.approx(intercept) and f["bandwidth_bytes_per_s"] == pytest.approx(1e9 / slope)
-        else:
-            assert f["bandwidth_bytes_per_s"] == pytest.approx(1e9 * sum(xs) / sum(ys))
+            "SELECT op, group_size, greatest(bytes_in, coalesce(bytes_out, 0)), coalesce(exec_dur_ns, host_dur_ns) "
+            "FROM comm_ops WHERE step IS NOT NULL AND strategy = 'dp' AND group_size > 1").fetchall()
+    assert {(op, g) for op, g, *_ in ops} == {("all_reduce", 8), ("broadcast", 8)}
+    ring = {"all_reduce": lambda g, n: (2 * (g - 1), 2 * (g - 1) / g * n), "broadcast": lambda g, n: (g - 1, n)}
+    x = np.array([ring[op](g, n) for op, g, n, _ in ops])
+    y = np.array([t for *_, t in ops], float)
+    (alpha, beta), *_ = np.linalg.lstsq(x, y, rcond=None)
+    f = doc["measured"]["call_fit"]["dp"]["value"]
+    assert f["calls"] == len(ops) and f["sizes"] == len({n for _, _, n, _ in ops}) and f["shown"] == ["alpha", "beta"]
+    assert (f["alpha"], f["beta"]) == (pytest.approx(alpha), pytest.approx(beta))
+    assert f["rms_error"] == pytest.approx(np.sqrt(np.mean((y - x @ [alpha, beta]) ** 2)) / y.mean())
+    assert f"latency {alpha / 1e3:.1f} us per ring step" in render_whatif(doc)
 
 
 @pytest.mark.parametrize("args,bars", [(["--sweep"], "kept"), (["--layout", "microbatches=8"], 2)],

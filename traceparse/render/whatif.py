@@ -85,18 +85,27 @@ def render_whatif(doc: dict) -> str:
     lines.append("exposed communication per step:")
     for k, ns in p["exposed_comm_ns"].items():
         lines.append(f"  {k}: {_ms(ns)}  [{doc['how']['exposed_comm'][k]}]")
-    lines.append("communication measured (time = latency + bytes / bandwidth; relative RMS error of the fit):")
-    for f in m["comm_fit"]:
-        bw = f["bandwidth_bytes_per_s"]
-        lines.append(f"  {f['strategy']} {f['op']} x{f['group_size']}: {count(f['ops'], 'op')}, "
-                     f"{count(f['sizes'], 'size')}, latency {_ms(f['latency_ns'])}, bandwidth "
-                     f"{'-' if bw is None else size(bw) + '/s'}, error {f['rms_error']:.0%}")
+    lines.append("communication measured (a collective's transfer = latency x its ring steps + bytes moved / "
+                 "bandwidth, fitted per strategy; relative RMS error of the fit):")
+    for k, f in m["call_fit"].items():
+        lines.append(f"  {k}: {_fitted(f['value'])}")
     lines.append("inputs:")
     for k, f in doc["inputs"].items():
         unit = "ns" if k.endswith("_ns") else "bytes" if k.endswith("_bytes") else ""
         value = "unknown" if f["value"] is None else terminal(in_unit(f["value"], unit))
         lines.append(f"  {k} = {value}  ({terminal(f['source'])})")
     return terminal("\n".join(lines), newlines=True)
+
+
+def _fitted(f: dict | None) -> str:
+    """What a strategy's collectives told of a call's cost (whatif/calls.py fit)."""
+    if f is None:
+        return "no collective with a measured transfer"
+    calls = f"{count(f['calls'], 'call')}, {count(f['sizes'], 'size')}"
+    if f["alpha"] is None:
+        return f"{calls}: they cannot tell latency from bandwidth (neither shown above 0)"
+    bw = f"{size(1e9 / f['beta'])}/s" if f["beta"] > 0 else "-"
+    return f"{calls}, latency {_ms(f['alpha'])} per ring step, bandwidth {bw}, error {f['rms_error']:.0%}"
 
 
 TIER_HEADS = {

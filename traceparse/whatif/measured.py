@@ -64,7 +64,6 @@ def measured(con, doc: dict) -> dict:
     out["world_size"] = fact(con.table("whatif_world").fetchall()[0][0],
                              "world (vocabulary/world.sql): the job's world size, else the ranks loaded")
     out.update(terms)
-    out["comm_fit"] = _comm_fit(con)
     out["calls"], out["call_fit"] = _calls(con)
     out["action_overhead_ns"] = calibrated_overhead(out, layout(out))
     return out
@@ -114,16 +113,6 @@ def per_step(con) -> dict:
                                        for s, v in exposed.get(step, {}).items()}}
             for step, ns, compute in con.table("whatif_step_times").order("step").project(
                 "step, step_ns, compute_ns").fetchall()}
-
-
-def _comm_fit(con) -> list[dict]:
-    """Per (strategy, op, group size): time = latency + bytes / bandwidth (measured.sql, whatif_comm_fit)."""
-    return [{"strategy": s, "op": op, "group_size": g, "ops": n, "sizes": sizes, "latency_ns": a,
-             "bandwidth_bytes_per_s": 1e9 / k if k and k > 0 else None, "rms_error": err,
-             "source": "comm_ops in the profiled steps: least squares of time on bytes" if a is not None else
-                       "comm_ops in the profiled steps: time per byte only, latency folded in (one size, or a fit with "
-                       "a negative latency or slope)"}
-            for s, op, g, n, sizes, a, k, err in con.table("whatif_comm_fit").order("strategy, op, group_size").fetchall()]
 
 
 def _calls(con) -> tuple[dict, dict]:

@@ -41,26 +41,6 @@ SELECT rank, op_id, coalesce(strategy, 'untagged') AS strategy, op, group_size, 
        comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns) AS done_ns
 FROM comm_ops WHERE step IS NOT NULL;
 
--- whatif_comm_fit: per (strategy, op, group size), time = latency + bytes x slope by least squares over the profiled
--- operations (whatif_ops), with the fit's relative RMS error; with a single size, or where the fit's latency or slope
--- comes out negative, time per byte only.
-CREATE OR REPLACE TEMP VIEW whatif_comm_fit AS
-WITH o AS (SELECT strategy, op, group_size, b, t FROM whatif_ops WHERE bytes_in > 0 AND t IS NOT NULL),
-f AS (
-    SELECT strategy, op, group_size, count(*) AS n, count(DISTINCT b) AS sizes, avg(t) AS mean_t,
-           sum(t) / sum(b) AS per_byte, regr_intercept(t, b) AS a, regr_slope(t, b) AS k
-    FROM o GROUP BY ALL
-),
-r AS (
-    SELECT f.*, CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.a END AS latency_ns,
-           CASE WHEN f.sizes > 1 AND f.a >= 0 AND f.k > 0 THEN f.k ELSE f.per_byte END AS slope
-    FROM f
-)
-SELECT r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope,
-       sqrt(avg(power(o.t - coalesce(r.latency_ns, 0) - r.slope * o.b, 2))) / any_value(r.mean_t) AS err
-FROM r JOIN o ON o.strategy = r.strategy AND o.op = r.op AND o.group_size IS NOT DISTINCT FROM r.group_size
-GROUP BY r.strategy, r.op, r.group_size, r.n, r.sizes, r.latency_ns, r.slope;
-
 -- whatif_calls: per (strategy, op, group size) the collectives a rank issues per profiled step window and their mean
 -- size: the calls the forecast costs per call (whatif/calls.py).
 CREATE OR REPLACE TEMP VIEW whatif_calls AS
