@@ -36,7 +36,7 @@ SELECT sum(e - s) / greatest((SELECT windows FROM whatif_times), 1) AS optimizer
 -- whatif_ops: the communication operations of the profiled steps, each with its size (bytes: the larger of input and
 -- output, the full tensor of an all-gather or a reduce-scatter) and its own time (the execution, else the CPU call).
 CREATE OR REPLACE TEMP VIEW whatif_ops AS
-SELECT rank, op_id, coalesce(strategy, 'untagged') AS strategy, op, group_size, bytes_in,
+SELECT rank, op_id, coalesce(strategy, 'untagged') AS strategy, op, group_size,
        greatest(bytes_in, coalesce(bytes_out, 0))::DOUBLE AS b, coalesce(exec_dur_ns, host_dur_ns)::DOUBLE AS t,
        comm_done_ns(exec_ts_ns, exec_dur_ns, host_ts_ns, host_dur_ns) AS done_ns
 FROM comm_ops WHERE step IS NOT NULL;
