@@ -189,6 +189,19 @@ def test_a_store_holding_code_of_its_makers_is_refused(base, tmp_path, kind, com
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["sql", "compare"])
+def test_a_store_of_another_schema_is_refused_in_one_line(base, tmp_path, command):
+    """A store another version of traceparse made (its schema_version not this one's: its tables are others) is
+    refused with one line saying to analyze its traces again, not read until a table it lacks fails; analyze --db
+    builds such a store anew (its key, which holds the schema version, is another)."""
+    store = copy_store(base, tmp_path / "given")
+    edit(store, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    one_line_error(run_cli(*commands(store, base)[command]), store.name, "a store of schema 4", "analyze its traces")
+    edit(store, "UPDATE meta SET value = 'another' WHERE key = 'key'")
+    assert run_cli(*commands(store, base)["analyze"]).exit_code == 0
+    assert run_cli(*commands(store, base)["sql"]).exit_code == 0
+
+
 def test_a_damaged_per_rank_folder_is_one_line(base, tmp_path):
     store = copy_store(base, tmp_path / "given")
     shutil.rmtree(folder_of(store) / token(store) / "events")

@@ -48,6 +48,7 @@ def connect_with_limits(db_path, read_only=False, full_access=False):
         with opening(db_path):  # no load of it replaces the store until its folder is held
             con = open_store(db_path, full_access)
             try:
+                _same_schema(con, db_path)
                 attach(con, db_path, full_access)
                 return con
             except Gone:
@@ -57,6 +58,15 @@ def connect_with_limits(db_path, read_only=False, full_access=False):
                 raise
         time.sleep(0.05 * 2 ** attempt)
     raise missing(db_path)
+
+
+def _same_schema(con, db_path):
+    """Refuse (TraceError) a store another version of traceparse made with another schema: its tables are not the ones
+    this version reads (a load of its traces builds it again)."""
+    got = con.execute("SELECT any_value(value) FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    if got != str(SCHEMA_VERSION):
+        raise TraceError(db_path, f"a store of schema {got or 'unknown'}, made by another version of traceparse (this "
+                                  f"one reads schema {SCHEMA_VERSION}): analyze its traces again to build it anew")
 
 
 def _connect(db_path, read_only):
