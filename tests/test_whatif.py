@@ -553,6 +553,14 @@ def test_communication_fit_is_least_squares_of_the_ring_model():
     assert f"latency {alpha / 1e3:.1f} us per ring step" in render_whatif(doc)
 
 
+def test_a_run_without_collectives_says_its_calls_show_no_cost():
+    """pp4_gpipe_m4's only communication is its stages' sends and receives: no collective a call's cost could be
+    fitted on, which the text says instead of an empty list."""
+    got = CliRunner().invoke(main, ["whatif", str(RUNS / "pp4_gpipe_m4"), "--layout", "microbatches=8"])
+    assert got.exit_code == 0, got.output
+    assert "  none: no collective over 2 ranks or more in a profiled step" in got.output
+
+
 @pytest.mark.parametrize("args,bars", [(["--sweep"], "kept"), (["--layout", "microbatches=8"], 2)],
                          ids=["sweep", "one"])
 @pytest.mark.slow

@@ -89,6 +89,8 @@ def render_whatif(doc: dict) -> str:
                  "bandwidth, fitted per strategy; relative RMS error of the fit):")
     for k, f in m["call_fit"].items():
         lines.append(f"  {k}: {_fitted(f['value'])}")
+    if not m["call_fit"]:
+        lines.append("  none: no collective over 2 ranks or more in a profiled step (ProfilerStep#N)")
     lines.append("inputs:")
     for k, f in doc["inputs"].items():
         unit = "ns" if k.endswith("_ns") else "bytes" if k.endswith("_bytes") else ""
