@@ -105,7 +105,7 @@ def target_calls(run: list[tuple], k: str, t: dict, facts: dict) -> tuple[list, 
                 f"the run's {k} calls" + (f" x {c:.3g} (layers per device x m, target / run)" if c != 1 else "")
                 + " in the target's groups, their bytes in all the notes' bytes")
     units, m, phi = facts["units"], facts["m"], facts["Phi_bytes"]
-    g = t["dp"] * t["cp"] * t["sp"]  # ZeRO shards over the gradients' group: CP and Ulysses shards with the replicas
+    g = gradient_ranks(t)  # ZeRO shards over the ranks its gradients are reduced over
     if zero >= 2:
         gathers = (units if zero == 2 else 2 * units - 1) * m  # a micro-batch's backward reshards: gathered again
         return ([("all_gather", g, phi / units, gathers), ("reduce_scatter", g, phi / units, units * m)],
@@ -124,11 +124,18 @@ def group(size: int, k: str, s: dict, t: dict) -> int:
     axis grown as N_k; a data-parallel group spanning the sequence shards too (N_DP N_CP N_SP ranks: CP and Ulysses
     shards reduce their gradients together), grown as they do; an expert's gradients (N_DP / N_EP ranks), as that."""
     wider = t[k] / s[k]
-    if k == "dp" and s["cp"] * s["sp"] > 1 and size == s["dp"] * s["cp"] * s["sp"]:
-        wider *= t["cp"] * t["sp"] / (s["cp"] * s["sp"])
+    if k == "dp" and s["cp"] * s["sp"] > 1 and size == gradient_ranks(s):
+        wider = gradient_ranks(t) / gradient_ranks(s)
     elif k == "dp" and s["ep"] > 1 and size * s["ep"] == s["dp"]:
         wider *= s["ep"] / t["ep"]
     return max(1, round(size * wider))
+
+
+def gradient_ranks(layout: dict) -> int:
+    """The ranks a replica's gradients are reduced over: N_DP N_CP N_SP (CP and Ulysses shards reduce theirs with the
+    data-parallel replicas: Megatron's dp x cp group, FSDP2's dp_shard x cp mesh, DeepSpeed's sequence-data-parallel
+    group)."""
+    return layout["dp"] * layout["cp"] * layout["sp"]
 
 
 def _buckets(phi: float, g: int) -> list[tuple]:
