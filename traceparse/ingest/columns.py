@@ -10,6 +10,7 @@ import re
 from decimal import Decimal
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -232,44 +233,48 @@ def _ns(text, bounds):
 
 
 def event_tables(batch, first_id: int, problems, steps: set | None = None):
-    """Split one decoded batch into the staged tables. Returns (tables, n_complete); what a value
-    cost (an event, a field) is counted in ``problems``; the N of each usable ``ProfilerStep#N`` window is added
-    to ``steps`` when given."""
-    complete = [e for e in batch if e.ph == "X"]
-    ts, missing, bad = nanoseconds([e.ts for e in complete], TS_NS)
-    if missing or bad:
-        if missing:
-            problems["complete event(s) without a timestamp (ts missing or null): not loaded"] += len(missing)
-        if bad:
-            problems["complete event(s) whose ts is not a plain decimal number within range: not loaded"] += len(bad)
-        drop = set(missing) | set(bad)
-        complete = [e for i, e in enumerate(complete) if i not in drop]
-        ts = pc.drop_null(ts)
-    events = _events(complete, ts, first_id, problems)
+    """Split one decoded batch (a list of ``Event``, or a ``ColumnBatch`` of the compiled decoder) into the staged
+    tables. Returns (tables, n_complete); what a value cost (an event, a field) is counted in ``problems``; the N of
+    each usable ``ProfilerStep#N`` window is added to ``steps`` when given."""
+    if not isinstance(batch, list):  # a ColumnBatch
+        cats, events = _column_events(batch, first_id, problems)
+        args_at, other = batch.args_at, batch.other
+    else:
+        complete = [e for e in batch if e.ph == "X"]
+        ts, missing, bad = nanoseconds([e.ts for e in complete], TS_NS)
+        if missing or bad:
+            if missing:
+                problems["complete event(s) without a timestamp (ts missing or null): not loaded"] += len(missing)
+            if bad:
+                problems["complete event(s) whose ts is not a plain decimal number within range: not loaded"] += len(bad)
+            drop = set(missing) | set(bad)
+            complete = [e for i, e in enumerate(complete) if i not in drop]
+            ts = pc.drop_null(ts)
+        cats, events = _events(complete, ts, first_id, problems)
+        args_at = [(i, e) for i, e in enumerate(complete) if e.args is not None]
+        other = [e for e in batch if e.ph != "X"]
     tables = {"events": events}
-    args = [e.args or EMPTY_ARGS for e in complete]
     names = events["name"]
     shaped = pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(names, SHAPED_COMM), False))
     tables["comm_args"] = pa.concat_tables(
-        [_comm_args(args, first_id, problems), _shape_comm_args(complete, args, shaped.to_pylist(), first_id)]
+        [_comm_args(args_at, first_id, problems), _shape_comm_args(names, args_at, shaped.to_pylist(), first_id)]
     )
-    tables["op_args"] = _op_args(args, first_id)
-    _check_steps(complete, names, events["dur_ns"], problems, steps)
-    other = [e for e in batch if e.ph != "X"]
+    tables["op_args"] = _op_args(args_at, first_id)
+    _check_steps(cats, names, events["dur_ns"], problems, steps)
     tables["threads"] = _threads([e for e in other if e.ph == "M"], problems)
     tables["memory"] = _memory([e for e in other if e.name == "[memory]" or e.cat == "[memory]"], problems)
-    return tables, len(complete)
+    return tables, events.num_rows
 
 
-def _check_steps(complete, names, durs, problems, steps=None):
+def _check_steps(cats, names, durs, problems, steps=None):
     """ProfilerStep#N windows load.sql cannot use (no step number below 2^63, no duration) are said; the N of the
-    others go to ``steps`` (when given)."""
+    others go to ``steps`` (when given). ``cats``: the events' categories as written (before ``_categories``)."""
     idx = pc.indices_nonzero(pc.fill_null(pc.starts_with(names, "ProfilerStep#"), False)).to_pylist()
     for i in idx:
-        e = complete[i]
-        if isinstance(e.cat, str) and e.cat.startswith("gpu"):
+        cat = cats[i].as_py()
+        if cat is not None and cat.startswith("gpu"):
             continue
-        m = _STEP.search(e.name)
+        m = _STEP.search(names[i].as_py())
         if m is None or int(m[1]) >= 1 << 63:
             problems["ProfilerStep#N annotation(s) without a step number below 2^63: not used as steps"] += 1
         elif durs[i].as_py() is None:
@@ -279,6 +284,8 @@ def _check_steps(complete, names, durs, problems, steps=None):
 
 
 def _events(ev, ts, first_id, problems):
+    """The events table of the complete events ``ev`` (``Event``) with their timestamps ``ts``, and their categories
+    as written."""
     args = [e.args or EMPTY_ARGS for e in ev]
     dur, missing, bad = nanoseconds([e.dur for e in ev], DUR_NS)
     if missing:
@@ -290,10 +297,11 @@ def _events(ev, ts, first_id, problems):
     if n_negative:  # an event cannot end before it starts: its duration is unknown, not a negative time
         problems["complete event(s) with a negative duration (dur < 0): duration unknown (null)"] += n_negative
         dur = pc.if_else(negative, pa.scalar(None, pa.int64()), dur)
-    return pa.Table.from_arrays(
+    cats = strs([e.cat for e in ev])
+    return cats, pa.Table.from_arrays(
         [
             pa.array(range(first_id, first_id + len(ev)), pa.int64()),
-            _categories(strs([e.cat for e in ev]), problems),
+            _categories(cats, problems),
             strs([e.name for e in ev]),
             ints([e.pid for e in ev], IDS, problems, "pid"),
             ints([e.tid for e in ev], IDS, problems, "tid"),
@@ -305,6 +313,21 @@ def _events(ev, ts, first_id, problems):
             ints([a.stream for a in args], IDS, problems, "args.stream"),
             ints([a.device for a in args], IDS, problems, "args.device"),
         ],
+        schema=EVENTS,
+    )
+
+
+def _column_events(batch, first_id, problems):
+    """``_events`` of a compiled decoder's batch: the same table from its columns (a value of those the decoder
+    read out of range counted as ``ints`` counts it)."""
+    c = batch.columns
+    categories = _categories(c["cat"], problems)
+    for label, n in batch.out_of_range.items():
+        problems[f"event field(s) '{label}' out of range: read as null"] += n
+    n = len(c["ts_ns"])
+    return c["cat"], pa.Table.from_arrays(
+        [pa.array(np.arange(first_id, first_id + n, dtype=np.int64)), categories, c["name"],
+         *(c[f] for f in EVENTS.names[3:])],
         schema=EVENTS,
     )
 
@@ -384,9 +407,11 @@ def device_kind_issues(kinds) -> list[tuple[str, str, int]]:
     return out
 
 
-def _comm_args(args, first_id, problems):
-    idx = [i for i, a in enumerate(args) if a.coll_name is not None]
-    sel = [args[i] for i in idx]
+def _comm_args(args_at, first_id, problems):
+    """The communication args of the complete events ``args_at`` (``(index, Event)``) that have them."""
+    at = [(i, e.args) for i, e in args_at if e.args.coll_name is not None]
+    idx = [i for i, _ in at]
+    sel = [a for _, a in at]
     return pa.Table.from_arrays(
         [
             pa.array([first_id + i for i in idx], pa.int64()),
@@ -410,13 +435,15 @@ def _comm_args(args, first_id, problems):
     )
 
 
-def _shape_comm_args(events, args, indices, first_id):
-    """Rows for c10d ops and gloo annotations (at ``indices``), whose facts are in their recorded shapes."""
+def _shape_comm_args(names, args_at, indices, first_id):
+    """Rows for c10d ops and gloo annotations (at ``indices``; ``names`` the complete events' names), whose facts are
+    in their recorded shapes (``args_at``: ``(index, Event)``)."""
     rows = []
-    for i in indices:
-        a = args[i]
-        if a.input_dims:
-            got = comm_from_shapes(events[i].name, bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
+    shaped = set(indices)
+    for i, e in args_at:
+        a = e.args
+        if i in shaped and a.input_dims:
+            got = comm_from_shapes(names[i].as_py(), bytes(a.input_dims), bytes(a.input_types), bytes(a.concrete_inputs))
             if got:
                 rows.append((first_id + i, *got))
     cols = list(zip(*rows, strict=True)) if rows else [()] * 8
@@ -434,9 +461,10 @@ def _shape_comm_args(events, args, indices, first_id):
     )
 
 
-def _op_args(args, first_id):
-    idx = [i for i, a in enumerate(args) if a.input_dims]
-    sel = [args[i] for i in idx]
+def _op_args(args_at, first_id):
+    at = [(i, e.args) for i, e in args_at if e.args.input_dims]
+    idx = [i for i, _ in at]
+    sel = [a for _, a in at]
     return pa.Table.from_arrays(
         [
             pa.array([first_id + i for i in idx], pa.int64()),

@@ -36,7 +36,7 @@ def parse_rank_file(path, out_dir) -> dict:
     """Parse ``path`` into ``out_dir/<table>.parquet``; return the file's summary."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    splitter = TraceSplitter(path)
+    splitter = TraceSplitter(path, columns=True)
     writers = {name: pq.ParquetWriter(out_dir / f"{name}.parquet", schema, compression="none")
                for name, schema in SCHEMAS.items()}  # read once, by the task that wrote it
     n_all = n_complete = n_timed = 0

@@ -24,7 +24,7 @@ import re
 from collections import Counter
 
 from traceparse.errors import TraceError
-from traceparse.ingest import repair
+from traceparse.ingest import column_batch, repair
 from traceparse.ingest.model import EVENTS, HEADER, Header
 from traceparse.ingest.repair import DECODE_ERRORS
 from traceparse.ingest.scan import Scanner, ValueTooLarge
@@ -56,8 +56,11 @@ class Salvage:
 
 
 class TraceSplitter:
-    def __init__(self, path):
+    def __init__(self, path, columns: bool = False):
+        """``columns``: batches the compiled decoder reads come as ``ColumnBatch`` (column_batch.py), not as lists
+        of ``Event``."""
         self.path = path
+        self.columns = columns
         self.stream = ByteStream(path)
         self.header = Header()
         self.salvage = None
@@ -235,7 +238,8 @@ class TraceSplitter:
                     break
                 return self._to_scan(buf, a)
             end, nxt = cut
-            batch = self._decode_list(buf, a, end)
+            got = column_batch.decode(buf, a, end) if self.columns else None
+            batch = got[0] if got else self._decode_list(buf, a, end)
             if batch is None:
                 events, b, state = self._guided(buf, a, end)
                 if events:
@@ -353,12 +357,18 @@ class TraceSplitter:
             if rest is None and self.mode == "fast":
                 buf = self._join()
                 tail = None
-                if buf:
+                columns = self._column_tail(buf) if buf else None
+                if columns is not None:
+                    yield from columns
+                    self.mode = "done"
+                elif buf:
                     try:
                         tail = HEADER.decode(b'{"traceEvents":[' + buf + (b"}" if self.bare else b""))
                     except DECODE_ERRORS:
                         tail = None
-                if tail is not None:
+                if columns is not None:
+                    pass
+                elif tail is not None:
                     if tail.traceEvents:
                         yield tail.traceEvents
                     self._merge_tail(tail)
@@ -382,6 +392,23 @@ class TraceSplitter:
                 yield [ev]
             sc.cur, sc.blank = None, True
         self._report_end()
+
+    def _column_tail(self, buf) -> list | None:
+        """The last events of the file (``buf``: the text after the last batch) read by the compiled decoder, and
+        the header's keys after traceEvents, merged: ``[]`` or ``[batch]``; None where either is not read as the
+        whole tail would be (``_finish`` decodes it whole then)."""
+        got = column_batch.decode(buf, 0, -1) if self.columns else None
+        if got is None:
+            return None
+        batch, stop = got
+        try:
+            tail = HEADER.decode(b'{"traceEvents":[]' + buf[stop:] + (b"}" if self.bare else b""))
+        except DECODE_ERRORS:
+            return None
+        if tail.traceEvents:  # traceEvents given twice: the last one counts, as in a whole decode
+            return None
+        self._merge_tail(tail)
+        return [batch] if len(batch) else []
 
     def _merge_tail(self, tail):
         for field in Header.__struct_fields__:
