@@ -356,21 +356,10 @@ class TraceSplitter:
             rest = yield from self._fast(final=True)
             if rest is None and self.mode == "fast":
                 buf = self._join()
-                tail = None
-                columns = self._column_tail(buf) if buf else None
-                if columns is not None:
-                    yield from columns
-                    self.mode = "done"
-                elif buf:
-                    try:
-                        tail = HEADER.decode(b'{"traceEvents":[' + buf + (b"}" if self.bare else b""))
-                    except DECODE_ERRORS:
-                        tail = None
-                if columns is not None:
-                    pass
-                elif tail is not None:
-                    if tail.traceEvents:
-                        yield tail.traceEvents
+                whole = self._whole_tail(buf) if buf else None
+                if whole is not None:
+                    batches, tail = whole
+                    yield from batches
                     self._merge_tail(tail)
                     self.mode = "done"
                 else:
@@ -393,22 +382,25 @@ class TraceSplitter:
             sc.cur, sc.blank = None, True
         self._report_end()
 
-    def _column_tail(self, buf) -> list | None:
-        """The last events of the file (``buf``: the text after the last batch) read by the compiled decoder, and
-        the header's keys after traceEvents, merged: ``[]`` or ``[batch]``; None where either is not read as the
-        whole tail would be (``_finish`` decodes it whole then)."""
+    def _whole_tail(self, buf):
+        """The text after the last batch (``buf``: the last events, the ']' closing traceEvents, the header's keys
+        after it) decoded whole: ``(its batches of events, the Header it holds)``, or None where it does not decode
+        (then ``_finish`` reads it in the guided way). The compiled decoder reads the events where it answers."""
+        end = b"}" if self.bare else b""
         got = column_batch.decode(buf, 0, -1) if self.columns else None
-        if got is None:
-            return None
-        batch, stop = got
+        if got is not None:
+            batch, stop = got
+            try:
+                tail = HEADER.decode(b'{"traceEvents":[]' + buf[stop:] + end)
+            except DECODE_ERRORS:
+                tail = None
+            if tail is not None and not tail.traceEvents:  # (traceEvents given twice: the last counts, as below)
+                return ([batch] if len(batch) else []), tail
         try:
-            tail = HEADER.decode(b'{"traceEvents":[]' + buf[stop:] + (b"}" if self.bare else b""))
+            tail = HEADER.decode(b'{"traceEvents":[' + buf + end)
         except DECODE_ERRORS:
             return None
-        if tail.traceEvents:  # traceEvents given twice: the last one counts, as in a whole decode
-            return None
-        self._merge_tail(tail)
-        return [batch] if len(batch) else []
+        return ([tail.traceEvents] if tail.traceEvents else []), tail
 
     def _merge_tail(self, tail):
         for field in Header.__struct_fields__:
