@@ -15,6 +15,7 @@ from collections import defaultdict
 from traceparse.thresholds import check_thresholds
 from traceparse.units import ms
 from traceparse.vocabulary import compute, savings
+from traceparse.store.query import row_groups
 from traceparse.vocabulary.modules import use
 from traceparse.vocabulary.placement import placement
 from traceparse.analyzers.base import Result, Spec, grade, inline_p2p, not_applicable, sql
@@ -192,23 +193,32 @@ def _kind(orders, v):
     return "gpipe" if gpipe else "1f1b"
 
 
-def _reconstruct(by_rank_step, groups, steps, stage_in):
-    """{(group, step): {rank: actions}} (``stage_in``: {(group, rank): stage}), the source, (schedule, m, v) when
-    every group agrees, and
-    {(stage, kind): [durations in ns]} of the actions."""
+def _actions(rows: list, position) -> tuple:
+    """One rank's step (``rows``: its rows of bubble.sql) as (actions, their durations, source): from its schedule
+    annotations where it has them, else from its compute blocks between pp send/recv (``position``: its stage)."""
+    by = defaultdict(list)
+    for row in rows:
+        by[row["grp"]].append(row)
+    acts, durs = _marks(by["mark"], by["top"], position)
+    if acts:
+        return acts, durs, ("PP:<stage><action><mb> annotations" if by["mark"][0]["name"].startswith("PP:")
+                            else "Forward i / Backward i annotations")
+    return *_blocks(by["top"], by["opt"], position), "compute blocks between pp send/recv"
+
+
+NO_ROWS = ([], [], "compute blocks between pp send/recv")  # a rank's step without rows: _actions of none
+
+
+def _reconstruct(actions, groups, steps):
+    """{(group, step): {rank: actions}} (``actions``: {(group, rank, step): ``_actions``}), the source, (schedule,
+    m, v) when every group agrees, and {(stage, kind): [durations in ns]} of the actions."""
     out, sources, shapes, durations = {}, set(), set(), defaultdict(list)
     for group in groups:
         for step in steps:
             orders = {}
             for rank in group:
-                rows = by_rank_step.get((rank, step), {})
-                acts, durs = _marks(rows.get("mark", []), rows.get("top", []), stage_in[(group, rank)])
-                if acts:
-                    sources.add("PP:<stage><action><mb> annotations" if rows["mark"][0]["name"].startswith("PP:")
-                                else "Forward i / Backward i annotations")
-                else:
-                    acts, durs = _blocks(rows.get("top", []), rows.get("opt", []), stage_in[(group, rank)])
-                    sources.add("compute blocks between pp send/recv")
+                acts, durs, source = actions.get((group, rank, step), NO_ROWS)
+                sources.add(source)
                 orders[rank] = acts
                 for (k, st, _), d in zip(acts, durs, strict=True):
                     if d is not None:
@@ -239,13 +249,16 @@ def run(ctx):
     stage_in = {(tuple(r["group_ranks"]), r["rank"]): r["stage"] for r in stage_rows}
     groups = sorted({g for g, _ in stage_in})
     stage_of = {rank: stage_in[(g, rank)] for g in groups for rank in g}
+    groups_of = defaultdict(list)
+    for g, rank in sorted(stage_in):
+        groups_of[rank].append(g)
 
     windows = compute.per_window(ctx)
-    by = defaultdict(lambda: defaultdict(list))
     use(ctx.con, "optimizer_spans", "main_thread_ops")
-    for row in ctx.rows(sql("bubble")):
-        if row["rank"] in stage_of:
-            by[(row["rank"], row["step"])][row["grp"]].append(row)
+    actions = {}  # (group, rank, step) -> (actions, their durations, source), each rank's rows reduced as they come
+    for (rank, step), rows in row_groups(ctx.con, sql("bubble"), ("rank", "step")):
+        for g in groups_of.get(rank, ()):
+            actions[(g, rank, step)] = _actions(rows, stage_in[(g, rank)])
     steps = sorted({s for (rank, s) in windows if rank in stage_of and s is not None})
     if not steps:
         return not_applicable("no ProfilerStep#N windows on the pipeline ranks")
@@ -268,7 +281,7 @@ def run(ctx):
     bottleneck, spread, _ = compute.heavy_stage(stage_of, floor, ctx.heavy_over_mean)
 
     # reconstructed schedule and its ideal replay
-    orders, source, shape, durations = _reconstruct(by, groups, steps, stage_in)
+    orders, source, shape, durations = _reconstruct(actions, groups, steps)
     sims = {b: [simulate(o, b) if o and all(o.values()) else None for o in orders.values()] for b in (1, 2)}
     simulated = {b: float(sum(sum(s.values()) / len(s) for s in sims[b]) / len(sims[b])) if all(sims[b]) else None
                  for b in sims}

@@ -42,15 +42,18 @@ def timeline(con, max_bars: int = MAX_BARS) -> dict:
     con.execute("SET VARIABLE timeline_step = ?", [step])
     windows = table_rows(con, "timeline_windows", "rank")
     origin = min(w["start_ns"] for w in windows)
-    pieces = table_rows(con, "timeline_bars", "rank, kind, strategy NULLS FIRST, s")
+    # tuples, not dicts: a thousand ranks' pieces of a step are hundreds of thousands
+    pieces = con.execute(f"SELECT {', '.join(PIECE)} FROM timeline_bars "
+                         "ORDER BY rank, kind, strategy NULLS FIRST, s").fetchall()
     bars, gap = merge_close(pieces, max_bars)
+    bars = [dict(zip(PIECE, b, strict=True)) for b in bars]
     return {
         "step": step,
         "origin_ns": origin,
         "windows": [{"rank": w["rank"], "start_ns": w["start_ns"] - origin, "dur_ns": w["dur_ns"]} for w in windows],
         "rows": [{"rank": b["rank"], "kind": b["kind"], "strategy": b["strategy"], "start_ns": b["s"] - origin,
                   "dur_ns": b["e"] - b["s"], "name": b["name"], "intervals": b["intervals"]} for b in bars],
-        "intervals": sum(p["intervals"] for p in pieces),
+        "intervals": sum(p[INTERVALS] for p in pieces),
         "pieces": len(pieces),
         "bars": len(bars),
         "aggregated": gap is not None,
@@ -60,27 +63,32 @@ def timeline(con, max_bars: int = MAX_BARS) -> dict:
     }
 
 
+PIECE = ("rank", "kind", "strategy", "s", "e", "name", "intervals")  # a piece's fields, in its tuple's order
+S, E, NAME, INTERVALS = (PIECE.index(f) for f in ("s", "e", "name", "intervals"))
+
+
 def _key(b):
-    return b["rank"], b["kind"], b["strategy"]
+    return tuple(b[:3])  # rank, kind, strategy (of a piece's tuple or a bar's list)
 
 
-def merge_close(pieces: list[dict], max_bars: int) -> tuple[list[dict], int | None]:
-    """``pieces`` (sorted by key, then start) as at most ``max_bars`` bars, or as they are when they fit:
-    consecutive pieces of one key whose gap is at most the returned gap become one bar (None: none merged)."""
+def merge_close(pieces: list[tuple], max_bars: int) -> tuple[list[tuple], int | None]:
+    """``pieces`` (tuples of ``PIECE``, sorted by key, then start) as at most ``max_bars`` bars, or as they are when
+    they fit: consecutive pieces of one key whose gap is at most the returned gap become one bar (None: none
+    merged)."""
     if len(pieces) <= max_bars:
         return pieces, None
-    gaps = sorted((b["s"] - a["e"] for a, b in pairwise(pieces) if _key(a) == _key(b)), reverse=True)
+    gaps = sorted((b[S] - a[E] for a, b in pairwise(pieces) if _key(a) == _key(b)), reverse=True)
     keep = max_bars - (len(pieces) - len(gaps))  # the gaps that may stay open: one bar per key, one per gap
     gap = gaps[keep] if 0 <= keep < len(gaps) else gaps[0] if gaps else 0
     out, longest = [], []
     for p in pieces:
         last = out[-1] if out else None
-        if last is not None and _key(last) == _key(p) and p["s"] - last["e"] <= gap:
-            if p["e"] - p["s"] > longest[-1]:
-                last["name"], longest[-1] = p["name"], p["e"] - p["s"]
-            last["e"] = max(last["e"], p["e"])
-            last["intervals"] += p["intervals"]
+        if last is not None and _key(last) == _key(p) and p[S] - last[E] <= gap:
+            if p[E] - p[S] > longest[-1]:
+                last[NAME], longest[-1] = p[NAME], p[E] - p[S]
+            last[E] = max(last[E], p[E])
+            last[INTERVALS] += p[INTERVALS]
         else:
-            out.append(dict(p))
-            longest.append(p["e"] - p["s"])
+            out.append(list(p))
+            longest.append(p[E] - p[S])
     return out, gap

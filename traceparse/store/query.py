@@ -11,6 +11,26 @@ def rows(con, sql, params=None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+def row_groups(con, sql, keys: tuple, params=None, chunk: int = 8192):
+    """The rows of ``sql`` (ordered by ``keys`` first) as ``(key values, [row dicts])``, one group of consecutive rows
+    with the same ``keys`` at a time, fetched in chunks: a reader that reduces each group keeps one in memory, not
+    every rank's rows."""
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    at = [names.index(k) for k in keys]
+    key, group = None, []
+    while batch := cur.fetchmany(chunk):
+        for r in batch:
+            k = tuple(r[i] for i in at)
+            if k != key and group:
+                yield key, group
+                group = []
+            key = k
+            group.append(dict(zip(names, r, strict=True)))
+    if group:
+        yield key, group
+
+
 def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "", params=None) -> list[dict]:
     """The rows of the table, view or table macro call ``name`` (traceparse's own: never user text), ``columns`` of
     them, ``where`` holds, in ``order``: reading a view an SQL file defines, with its logic left there. A value
