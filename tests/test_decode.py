@@ -112,6 +112,8 @@ def test_ids_as_strings_and_out_of_range(tmp_path):
 @pytest.mark.parametrize("event", [
     '{"ph": "X", "name": "a", "ts": 1.2345, "dur": 1}',  # more than 3 decimals: rounded by the slow path
     '{"ph": "X", "name": "a", "ts": 1e3, "dur": 1}',
+    '{"ph": "X", "name": "a", "ts": 9999999999999999.999, "dur": 1}',  # 16 digits, beyond 2^62 ns
+    '{"ph": "X", "name": "a", "ts": 1, "dur": 4611686018427388}',
     '{"ph": "X", "name": "a", "ts": "1", "dur": 1}',
     '{"ph": "X", "name": "a", "ts": 1, "dur": -1}',
     '{"ph": "X", "name": "a", "ts": 1}',

@@ -404,7 +404,8 @@ static int plain_ns(const char *p, Py_ssize_t n, int64_t *out) {
     }
     if (q != e) return 0;
     for (int i = frac; i < 3; i++) f *= 10;
-    /* v < 10^16, so v * 1000 + f < 2^63 */
+    /* at 2^62 ns or more it is out of range for ts and dur alike: declined before v * 1000 could overflow */
+    if (v >= ((int64_t)1 << 62) / 1000) return 0;
     int64_t ns = v * 1000 + f;
     *out = neg ? -ns : ns;
     return 1;
