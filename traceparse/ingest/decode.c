@@ -433,25 +433,32 @@ static int coerce_id(state *s, int field, idval *iv, int64_t *v, uint8_t *ok) {
     return 0;
 }
 
-#define KEY(lit) (kn == (Py_ssize_t)sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
+#define KEY(lit) (key.n == (Py_ssize_t)sizeof(lit) - 1 && memcmp(key.p, lit, sizeof(lit) - 1) == 0)
+
+/* An object's member from its key's opening quote: the key (an escape refused: msgspec would not match it to a field
+   either, so it could be read as another) in *key; returns where its value starts, or NULL. */
+static const char *member(const char *p, const char *e, span *key) {
+    int esc;
+    if (p >= e || *p != '"') return NULL;
+    const char *q = string(p, e, &esc);
+    if (q == NULL || esc) return NULL;
+    *key = (span){p + 1, q - p - 2};
+    p = ws(q, e);
+    if (p >= e || *p != ':') return NULL;
+    p = ws(p + 1, e);
+    return p < e ? p : NULL;
+}
 
 /* args of an event from its '{': the ids (ids[0..3]: External id, external id, correlation, stream, device as
    ids[0..4]) and whether it holds a key that makes the event rare. */
 static const char *args(const char *p, const char *e, idval *ids, int *rare) {
     unsigned seen = 0;
-    int esc;
+    span key;
     p = ws(p + 1, e);
     if (p < e && *p == '}') return p + 1;
     for (;;) {
-        if (p >= e || *p != '"') return NULL;
-        const char *q = string(p, e, &esc);
-        if (q == NULL || esc) return NULL;
-        const char *k = p + 1;
-        Py_ssize_t kn = q - p - 2;
-        p = ws(q, e);
-        if (p >= e || *p != ':') return NULL;
-        p = ws(p + 1, e);
-        if (p >= e) return NULL;
+        p = member(p, e, &key);
+        if (p == NULL) return NULL;
         int f = KEY("External id") ? 0 : KEY("external id") ? 1 : KEY("correlation") ? 2 : KEY("stream") ? 3
                 : KEY("device") ? 4 : -1;
         if (f >= 0) {
@@ -488,25 +495,19 @@ static int is_text(const char *p, Py_ssize_t n, const char *lit) {
 static const char *event(state *s, const char *p) {
     const char *e = s->end, *start = p;
     unsigned seen = 0;
-    int esc;
     /* strings: 0 ph, 1 cat, 2 name: kind 0 absent/null, 1 string, 2 another value */
     int skind[3] = {0, 0, 0}, sesc[3] = {0, 0, 0};
     span str[3] = {{NULL, 0}, {NULL, 0}, {NULL, 0}};
     span ts = {NULL, 0}, dur = {NULL, 0};
     idval pid = {0}, tid = {0}, ids[5] = {{0}};
     int rare = 0;
+    span key;
+    const char *q;
     p = ws(p + 1, e);
     if (p < e && *p == '}') { p++; goto done; }
     for (;;) {
-        if (p >= e || *p != '"') return NULL;
-        const char *q = string(p, e, &esc);
-        if (q == NULL || esc) return NULL;
-        const char *k = p + 1;
-        Py_ssize_t kn = q - p - 2;
-        p = ws(q, e);
-        if (p >= e || *p != ':') return NULL;
-        p = ws(p + 1, e);
-        if (p >= e) return NULL;
+        p = member(p, e, &key);
+        if (p == NULL) return NULL;
         int f = KEY("ph") ? 0 : KEY("cat") ? 1 : KEY("name") ? 2 : KEY("pid") ? 3 : KEY("tid") ? 4 : KEY("ts") ? 5
                 : KEY("dur") ? 6 : KEY("args") ? 7 : -1;
         if (f >= 0) {
@@ -623,7 +624,7 @@ static PyObject *result(state *s, const char *stop) {
                          (Py_ssize_t)(stop - s->buf));
 }
 
-static PyObject *decode(PyObject *self, PyObject *a) {
+static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *a) {
     Py_buffer view;
     Py_ssize_t start, end;
     PyObject *coerce;
@@ -669,6 +670,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_decode", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_decode", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__decode(void) { return PyModule_Create(&module); }
