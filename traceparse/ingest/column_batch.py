@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from traceparse.ingest.model import EVENTS
+from traceparse.ingest.repair import DECODE_ERRORS
 
 try:
     from traceparse.ingest import _decode
@@ -68,7 +69,11 @@ def decode(buf: bytes, start: int, end: int):
     for key, idx in (("cat", cat), ("name", name)):
         idx = np.frombuffer(idx, np.int32)
         batch.columns[key] = pa.DictionaryArray.from_arrays(pa.array(idx, mask=idx < 0), names).dictionary_decode()
-    whole = EVENTS.decode(b"[" + b",".join(buf[a:b] for _, a, b in rare) + b"]") if rare else []
+    try:  # events the decoder checked as strict JSON of the shape msgspec reads: a refusal here would be a bug of
+        # the decoder's, and msgspec then decodes the batch as a whole (the same values, or the guided path's)
+        whole = EVENTS.decode(b"[" + b",".join(buf[a:b] for _, a, b in rare) + b"]") if rare else []
+    except DECODE_ERRORS:
+        return None
     batch.args_at = [(i, e) for (i, _, _), e in zip(rare, whole, strict=True) if i >= 0]
     batch.other = [e for (i, _, _), e in zip(rare, whole, strict=True) if i < 0]
     batch.out_of_range = {LABELS[f]: n for f, n in bad.items() if n}
