@@ -263,3 +263,18 @@ def test_host_ops_are_the_cpu_ops_and_annotations_of_every_thread_and_threads_ke
                    (7, "autograd::engine::evaluate_function: MmBackward0"): (500 * US, 580 * US, 1)}
     names = {r["tid"]: r["thread_name"] for r in rows(con, "SELECT * FROM thread_names")}
     assert names == {1: "MainThread", 7: "pt_autograd_0"}
+
+
+def test_row_groups_streams_groups_across_chunks():
+    """store.query.row_groups: consecutive rows with equal keys as one group each, whatever the chunks cut (a chunk of
+    2 rows here), in the query's order, every row once."""
+    import duckdb
+
+    from traceparse.store.query import row_groups
+
+    con = duckdb.connect()
+    got = [(k, [r["v"] for r in g]) for k, g in row_groups(
+        con, "SELECT * FROM (VALUES (0, 1, 'a'), (0, 1, 'b'), (0, 1, 'c'), (0, 2, 'd'), (1, 1, 'e'), (1, 1, 'f')) "
+             "t(rank, step, v) ORDER BY rank, step, v", ("rank", "step"), chunk=2)]
+    assert got == [((0, 1), ["a", "b", "c"]), ((0, 2), ["d"]), ((1, 1), ["e", "f"])]
+    assert list(row_groups(con, "SELECT 1 AS rank WHERE false", ("rank",))) == []
