@@ -43,8 +43,7 @@ def timeline(con, max_bars: int = MAX_BARS) -> dict:
     windows = table_rows(con, "timeline_windows", "rank")
     origin = min(w["start_ns"] for w in windows)
     # tuples, not dicts: a thousand ranks' pieces of a step are hundreds of thousands
-    pieces = con.execute(f"SELECT {', '.join(PIECE)} FROM timeline_bars "
-                         "ORDER BY rank, kind, strategy NULLS FIRST, s").fetchall()
+    pieces = table_rows(con, "timeline_bars", "rank, kind, strategy NULLS FIRST, s", ", ".join(PIECE), tuples=True)
     bars, gap = merge_close(pieces, max_bars)
     bars = [dict(zip(PIECE, b, strict=True)) for b in bars]
     return {

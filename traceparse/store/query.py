@@ -31,12 +31,14 @@ def row_groups(con, sql, keys: tuple, params=None, chunk: int = 8192):
         yield key, group
 
 
-def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "", params=None) -> list[dict]:
+def table_rows(con, name: str, order: str = "", columns: str = "*", where: str = "", params=None,
+               tuples: bool = False) -> list:
     """The rows of the table, view or table macro call ``name`` (traceparse's own: never user text), ``columns`` of
     them, ``where`` holds, in ``order``: reading a view an SQL file defines, with its logic left there. A value
-    that is not traceparse's own (a name read from a trace) goes in as a parameter: ``?`` in ``name``, ``params``."""
-    return rows(con, f"SELECT {columns} FROM {name}" + (f" WHERE {where}" if where else "")
-                + (f" ORDER BY {order}" if order else ""), params)
+    that is not traceparse's own (a name read from a trace) goes in as a parameter: ``?`` in ``name``, ``params``.
+    ``tuples``: the rows as tuples of ``columns``, in their order (for many rows: a tuple is a third of a dict)."""
+    sql = f"SELECT {columns} FROM {name}" + (f" WHERE {where}" if where else "") + (f" ORDER BY {order}" if order else "")
+    return con.execute(sql, params or []).fetchall() if tuples else rows(con, sql, params)
 
 
 _defined = weakref.WeakKeyDictionary()  # connection -> the SQL files run on it (define)
