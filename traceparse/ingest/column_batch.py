@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from traceparse.ingest.columns import IDS, _to_int
 from traceparse.ingest.model import EVENTS
 from traceparse.ingest.repair import DECODE_ERRORS
 
@@ -46,8 +47,6 @@ def decode(buf: bytes, start: int, end: int):
     reading stopped)``, or None where the compiled decoder declines (or is not in use)."""
     if not compiled():
         return None
-    from traceparse.ingest.columns import IDS, _to_int
-
     bad = dict.fromkeys(LABELS, 0)
 
     def coerce(field: int, text: str, quoted: bool):

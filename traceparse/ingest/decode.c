@@ -8,17 +8,18 @@
    where, for the complete (ph "X") events in file order, cat and name are int32 indices into names (a list of
    str, each distinct text once; -1: null), ints holds eight int64 columns one after another (pid, tid, ts_ns,
    dur_ns, External id, correlation, stream, device) and valid one byte per value (0: null); rare lists
-   (complete index or -1, start, end) of the events Python decodes whole (traceparse/ingest/fast.py): complete
+   (complete index or -1, start, end) of the events Python decodes whole (traceparse/ingest/column_batch.py): complete
    events with communication or shape args, metadata and memory events. stop is where reading stopped.
 
    It returns None (the caller decodes the batch as before, with msgspec) for anything but the common case: text
    that is not strict JSON, a key with an escape, a key traceparse reads given twice, a ts or dur of a complete
    event that is not a plain decimal of at most 16 digits and 3 decimals within range, a negative duration, a
-   category or name that is not a string, an id that is a float or a boolean, a float beyond +-1e300 anywhere,
+   category or name that is not a string, an id that is a float or a boolean, a float anywhere with an exponent or
+   integer digits past 250 either way,
    nesting deeper than 64, a string that is not valid UTF-8 or holds an unpaired surrogate escape. So whenever it
    answers, msgspec would have decoded the same batch to the same values (tests/test_decode.py holds the two to
    each other on every bundled trace and on damaged ones). An id given as a string, or an integer beyond int64,
-   is passed to coerce(field, text) (traceparse's own conversion, which counts what is out of range). */
+   is passed to coerce(field, text, quoted) (traceparse's own conversion, which counts what is out of range). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -139,8 +140,9 @@ static const char *string(const char *p, const char *e, int *esc) {
     return NULL;
 }
 
-/* A JSON number: returns its end or NULL; *integer: no fraction nor exponent. A float whose magnitude may pass
-   1e300 either way is refused (msgspec refuses one out of a double's range where it decodes it). */
+/* A JSON number: returns its end or NULL; *integer: no fraction nor exponent. A float with an exponent or integer
+   digits past 250 is refused, an integer past 1000 digits too (msgspec refuses a float out of a double's range where
+   it decodes it, Python an integer of more than 4300 digits): well inside both. */
 static const char *number(const char *p, const char *e, int *integer) {
     const char *q = p;
     if (q < e && *q == '-') q++;
@@ -161,8 +163,7 @@ static const char *number(const char *p, const char *e, int *integer) {
     if (q < e && (*q == 'e' || *q == 'E')) {
         *integer = 0;
         q++;
-        int neg = 0;
-        if (q < e && (*q == '+' || *q == '-')) { neg = *q == '-'; q++; }
+        if (q < e && (*q == '+' || *q == '-')) q++;
         const char *x = q;
         long ex = 0;
         while (q < e && *q >= '0' && *q <= '9') {
@@ -171,9 +172,8 @@ static const char *number(const char *p, const char *e, int *integer) {
         }
         if (q == x) return NULL;
         if (ex > 250 || whole > 250) return NULL;
-        (void)neg;
     } else if (whole > (*integer ? 1000 : 250)) {
-        return NULL;  /* (Python reads an integer of more than 4300 digits as an error) */
+        return NULL;
     }
     return q;
 }
@@ -529,8 +529,7 @@ static const char *event(state *s, const char *p) {
             }
         } else if (f == 3 || f == 4) {
             idval *iv = f == 3 ? &pid : &tid;
-            p = id_value(p, e, iv);
-            if (p != NULL && iv->kind < 0) iv->kind = -1;
+            p = id_value(p, e, iv);  /* (a float or a boolean, kind -1, declines a complete event below) */
         } else if (f == 5 || f == 6) {
             q = skip(p, e);
             if (q == NULL) return NULL;
