@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from traceparse.ingest.columns import IDS, _to_int
+from traceparse.ingest.columns import EVENTS as EVENT_TABLE, IDS, _to_int
 from traceparse.ingest.model import EVENTS
 from traceparse.ingest.repair import DECODE_ERRORS
 
@@ -21,7 +21,9 @@ try:
 except ImportError:  # not built (no compiler where it was installed): msgspec alone
     _decode = None
 
-FIELDS = ("pid", "tid", "ts_ns", "dur_ns", "external_id", "correlation", "stream", "device")
+# the events table's integer columns, in the order decode.c writes them: pid, tid, ts_ns, dur_ns, External id,
+# correlation, stream, device
+FIELDS = tuple(EVENT_TABLE.names[3:])
 LABELS = {0: "pid", 1: "tid", 4: "args.External id", 5: "args.correlation", 6: "args.stream", 7: "args.device"}
 
 
